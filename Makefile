@@ -1,0 +1,194 @@
+# litgrad -- the one entry point: build, run, test, weave.
+#
+#   make                  install missing tools, build every stage program, capture each
+#                         program's output, draw the charts, weave build/pdf/*.pdf
+#   make test             lint, then for every stage N in order: build stage N and run the
+#                         tests of stages 01..N against it; one summary at the end
+#   make test-stage N     the tests of stages 01..N against stage N  (also: N=... form)
+#   make run-stage N      run build/bin/stage-NN with ARGS="..."
+#   make stages | pdf | lint | bench | clean
+#   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/)
+#
+# Stage N's code is notangle over stages/stage_01*.nw .. stage_NN*.nw; gaps in the
+# numbering are fine. See README.md.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DELETE_ON_ERROR:
+.SUFFIXES:
+.SECONDEXPANSION:
+MAKEFLAGS += --no-builtin-rules
+
+CC := gcc
+WARNINGS := -std=c11 -Wall -Wextra -Wpedantic -Werror
+SANITIZERS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+ifeq ($(SAN),1)
+B := build/san
+CFLAGS := $(WARNINGS) -O1 -g $(SANITIZERS)
+else
+B := build
+CFLAGS := $(WARNINGS) -O2 -g
+endif
+LDLIBS := -lm
+T := build/tangle
+
+# ---- the stages ---------------------------------------------------------------------
+NW := $(sort $(wildcard stages/stage_[0-9][0-9]_*.nw))
+num = $(word 2,$(subst _, ,$(notdir $(1))))
+STAGES := $(foreach f,$(NW),$(call num,$f))
+# the .nw files of stages 01..$1, in order (two-digit numbers sort as text)
+upto = $(foreach f,$(NW),$(if $(filter $(call num,$f),$(firstword $(sort $(call num,$f) $(1)))),$f))
+nums_upto = $(foreach f,$(call upto,$(1)),$(call num,$f))
+tests_upto = $(foreach n,$(call nums_upto,$(1)),$(wildcard tests/test_stage_$(n)_*.c))
+bins_upto = $(foreach n,$(call nums_upto,$(1)),$(B)/bin/stage-$(n))
+figures_of = $(shell sed -n 's/^% litgrad-figures://p' stages/stage_$(1)_*.nw)
+FIG_STAGES := $(foreach n,$(STAGES),$(if $(call figures_of,$(n)),$(n)))
+
+BINS := $(foreach n,$(STAGES),$(B)/bin/stage-$(n))
+TESTBINS := $(foreach n,$(STAGES),$(B)/test/stage-$(n))
+RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stage-$(n)-tests.tex)
+FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
+PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
+
+.PHONY: all stages pdf test test-stage run-stage lint bench clean deps check-stage-arg
+all: stages $(TESTBINS) pdf
+stages: $(BINS)
+pdf: $(PDFS)
+
+# ---- tools: install what is missing, and say so --------------------------------------
+TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex latexmk pdftoppm
+deps:
+	@missing=""; \
+	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
+	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing criterion"; \
+	if command -v kpsewhich >/dev/null 2>&1; then \
+	  for s in noweb.sty lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty; do \
+	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
+
+# ---- tangle, compile, link -------------------------------------------------------------
+# The tangled tree of a stage is the same with and without SAN, so it lives outside $(B).
+$(T)/stage_%/.tangled: $$(call upto,$$*) tools/nwtangle tools/nwcheck | deps
+	tools/nwtangle $(@D) $(call upto,$*)
+	touch $@
+
+# Every tangled .c file except the stage programs' mains forms the stage's library.
+$(B)/obj/stage_%/lib.a: $(T)/stage_%/.tangled
+	rm -rf $(@D) && mkdir -p $(@D)
+	for c in $(T)/stage_$*/*.c; do \
+	  case $$c in */stage-[0-9][0-9].c) continue ;; esac; \
+	  o=$(@D)/$$(basename "$${c%.c}").o; \
+	  $(CC) $(CFLAGS) -I$(T)/stage_$* -c "$$c" -o "$$o"; \
+	done
+	ar rcs $@ $(@D)/*.o
+
+$(B)/bin/stage-%: $(B)/obj/stage_%/lib.a
+	mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(T)/stage_$* -o $@ $(T)/stage_$*/stage-$*.c $< $(LDLIBS)
+
+# The tests of stages 01..N, linked against stage N's library. They may run the stage
+# programs, found through LG_BIN_DIR.
+$(B)/test/stage-%: $(B)/obj/stage_%/lib.a $$(call tests_upto,$$*) tests/litgrad_test.h \
+                   $$(call bins_upto,$$*) | deps
+	mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(B)/bin"' -o $@ \
+	  $(call tests_upto,$*) $< -lcriterion $(LDLIBS)
+
+# ---- tests -------------------------------------------------------------------------------
+ifneq ($(filter test-stage run-stage,$(MAKECMDGOALS)),)
+STAGE_ARG := $(filter-out test-stage run-stage,$(MAKECMDGOALS))
+ifneq ($(STAGE_ARG),)
+N := $(firstword $(STAGE_ARG))
+$(eval $(STAGE_ARG):;@:)
+endif
+endif
+NN := $(shell n='$(N)'; [[ $$n =~ ^[0-9]{1,2}$$ ]] && printf '%02d' $$((10#$$n)))
+
+check-stage-arg:
+	@if [ -z '$(N)' ]; then echo "usage: make test-stage N  (or run-stage N); stages: $(STAGES)" >&2; exit 2; fi
+	@if [ -z '$(filter $(NN),$(STAGES))' ]; then \
+	  echo "make: no stage '$(N)'; the stages are: $(STAGES)" >&2; exit 2; fi
+
+test-stage: check-stage-arg $(B)/test/stage-$(NN)
+	@tools/run-tests $(NN) $(B)/test/stage-$(NN) $(B)/log
+
+test: lint
+	@mkdir -p $(B)/log && rm -f $(B)/log/stage-*; \
+	for n in $(STAGES); do \
+	  if $(MAKE) --no-print-directory test-stage N=$$n SAN=$(SAN); then :; else \
+	    [ -f $(B)/log/stage-$$n.status ] || echo "build failed" > $(B)/log/stage-$$n.status; fi; \
+	done; \
+	tools/test-summary $(B)/log $(STAGES)
+
+run-stage: check-stage-arg $(B)/bin/stage-$(NN)
+	@$(B)/bin/stage-$(NN) $(ARGS)
+
+lint: | deps
+	@tools/nwcheck lint $(NW)
+	@for n in $(STAGES); do \
+	  tools/nwcheck roots $$(printf '%s\n' $(NW) | awk -v n=$$n '{ split($$0, p, "_"); if (p[2] + 0 <= n + 0) print }'); \
+	  ls tests/test_stage_$${n}_*.c >/dev/null 2>&1 || { echo "lint: stage $$n has no tests/test_stage_$${n}_*.c" >&2; exit 1; }; \
+	done
+	@for t in tests/test_stage_*.c; do n=$$(basename $$t | cut -d_ -f3); \
+	  ls stages/stage_$${n}_*.nw >/dev/null 2>&1 || { echo "lint: $$t has no stage $$n" >&2; exit 1; }; done
+	@echo "lint: $(words $(NW)) stages clean"
+
+# ---- the book ------------------------------------------------------------------------
+build/results/stage-%.txt: build/bin/stage-%
+	mkdir -p $(@D)
+	$< > $@
+
+# "Stage NN: X tests; tests of stages 01..NN: Y", from the test binary's own list.
+build/results/stage-%-tests.tex: build/test/stage-%
+	mkdir -p $(@D)
+	$< --list | awk -v n=$* ' \
+	  /^stage[0-9][0-9]: [0-9]+ tests?$$/ { c = $$2 + 0; all += c; if ($$1 == "stage" n ":") own = c } \
+	  END { printf "\\lgtestcount{%s}{%d}{%d}\n", n, own, all }' > $@
+
+build/fig/stage_%/.done: build/bin/stage-% $(T)/stage_%/.tangled
+	rm -rf $(@D) && mkdir -p $(@D)
+	$< --figure-data $(@D) > /dev/null
+	for f in $(call figures_of,$*); do \
+	  if [ -f $(T)/stage_$*/$$f.gp ]; then \
+	    cp $(T)/stage_$*/$$f.gp $(@D)/ && (cd $(@D) && gnuplot $$f.gp); \
+	  elif [ -f $(@D)/$$f.dot ]; then dot -Tpdf $(@D)/$$f.dot -o $(@D)/$$f.pdf; \
+	  else echo "figure $$f of stage $*: neither $$f.gp nor $$f.dot was made" >&2; exit 1; fi; \
+	done
+	touch $@
+
+TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//:
+LATEXMK := latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet
+DOCS := $(wildcard docs/*.tex)
+
+build/tex/book-body.tex: $(NW) | deps
+	mkdir -p $(@D)
+	noweave -n -autodefs c -index $(NW) > $@
+
+build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) | deps
+	mkdir -p $(@D)
+	noweave -n -autodefs c -index $< > $@
+
+build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS)
+	mkdir -p $(@D)
+	printf '\\input{book-master}\n' > build/tex/book.tex
+	cd build/tex && $(TEXENV) $(LATEXMK) book.tex > book.latexmk.log 2>&1 \
+	  || { tail -n 40 book.log; exit 1; }
+	cp build/tex/book.pdf $@
+
+build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
+                       build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS))
+	mkdir -p $(@D)
+	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
+	cd build/tex && $(TEXENV) $(LATEXMK) stage-$*.tex > stage-$*.latexmk.log 2>&1 \
+	  || { tail -n 40 stage-$*.log; exit 1; }
+	cp build/tex/stage-$*.pdf $@
+
+bench:
+	@if ls tools/bench-* >/dev/null 2>&1; then for b in tools/bench-*; do $$b; done; \
+	else echo "bench: no benchmarks yet (they arrive with Stage 07)"; fi
+
+clean:
+	rm -rf build
+
+.SECONDARY:

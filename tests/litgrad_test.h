@@ -1,0 +1,74 @@
+/* litgrad_test.h -- what every stage's Criterion tests share.
+ *
+ * LG_SUITE(name) declares a suite whose every test must end with no live block of
+ * litgrad's allocator (mem_live_blocks() == 0) and, under AddressSanitizer, with no
+ * leak that LeakSanitizer can find. Criterion does not count a failed assertion in a
+ * suite's .fini as a failing test, so a leak aborts the worker instead; the run then
+ * exits non-zero and tools/run-tests fails the stage, naming the leak.
+ *
+ * run_program() runs a stage program (from LG_BIN_DIR, set by the Makefile) through
+ * the shell and returns its exit status with standard output and standard error.
+ */
+#ifndef LITGRAD_TEST_H
+#define LITGRAD_TEST_H
+
+#define _POSIX_C_SOURCE 200809L /* popen, pclose, WEXITSTATUS */
+#include <criterion/criterion.h>
+#include <criterion/redirect.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "mem.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
+#ifndef LG_BIN_DIR
+#define LG_BIN_DIR "build/bin"
+#endif
+
+static inline void lg_expect_no_leaks(void)
+{
+    size_t live = mem_live_blocks();
+    int leaked_elsewhere = 0;
+#if defined(__SANITIZE_ADDRESS__)
+    leaked_elsewhere = __lsan_do_recoverable_leak_check() != 0;
+#endif
+    if (live == 0 && !leaked_elsewhere)
+        return;
+    /* A failed assertion in .fini is only printed, so end the worker abnormally:
+     * Criterion then reports that the test "crashed during its setup or teardown" and
+     * exits non-zero, and tools/run-tests fails the stage. */
+    fprintf(stderr, "LEAK: %zu block(s) of litgrad's allocator still live%s\n", live,
+            leaked_elsewhere ? "; LeakSanitizer found a leak (report above)" : "");
+    fflush(stderr);
+    abort();
+}
+
+#define LG_SUITE(name) TestSuite(name, .fini = lg_expect_no_leaks)
+
+enum { LG_OUTPUT_MAX = 1 << 16 };
+
+typedef struct ProgramRun {
+    int status;                   /* exit status, or -1 if it did not exit normally */
+    char output[LG_OUTPUT_MAX];   /* standard output and standard error, interleaved */
+} ProgramRun;
+
+/* Run "LG_BIN_DIR/<program> <args>" (args are shell words) and capture its output. */
+static inline void run_program(ProgramRun *run, const char *program, const char *args)
+{
+    char command[1024];
+    int n = snprintf(command, sizeof command, "%s/%s %s 2>&1", LG_BIN_DIR, program, args);
+    cr_assert(n > 0 && (size_t)n < sizeof command, "command too long");
+    FILE *pipe = popen(command, "r");
+    cr_assert_not_null(pipe, "cannot run %s", command);
+    size_t used = fread(run->output, 1, sizeof run->output - 1, pipe);
+    run->output[used] = '\0';
+    int raw = pclose(pipe);
+    run->status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+#endif

@@ -1,0 +1,273 @@
+/* Stage 01: Values on a tape, the error model, the one allocator, strict parsing. */
+#include "litgrad_test.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "parse.h"
+#include "value.h"
+
+LG_SUITE(stage01);
+
+Test(stage01, tape_starts_empty_with_its_capacity)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *tape = tape_new(4, &err);
+    cr_assert_not_null(tape, "%s", err.message);
+    cr_assert_eq(tape_count(tape), 0);
+    cr_assert_eq(tape_capacity(tape), 4);
+    cr_assert_eq(mem_live_blocks(), 2, "a tape is two blocks: the tape and its nodes");
+    tape_free(&tape);
+    cr_assert_null(tape, "tape_free clears the caller's pointer");
+}
+
+Test(stage01, values_are_written_in_order_with_zero_grad)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *tape = tape_new(4, &err);
+    const double numbers[] = {3.0, -4.0, 2.0, 5.0};
+    cr_assert_eq(tape_require(tape, 4, &err), LG_OK);
+    Value *first = NULL;
+    for (size_t i = 0; i < 4; i++) {
+        Value *v = value_new(tape, numbers[i]);
+        if (i == 0)
+            first = v;
+        cr_assert_eq(v, tape_at(tape, i), "value %zu is at tape position %zu", i, i);
+        cr_assert_eq(v->data, numbers[i]);
+        cr_assert_eq(v->grad, 0.0);
+    }
+    cr_assert_eq(tape_count(tape), 4);
+    cr_assert_eq(first->data, 3.0, "earlier values never move");
+    tape_free(&tape);
+}
+
+Test(stage01, capacity_outside_its_range_is_refused_before_allocating)
+{
+    LgError err = LG_ERROR_INIT;
+    cr_assert_null(tape_new(0, &err));
+    cr_assert_eq(err.status, LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "tape capacity must be in [1, 134217728] nodes: got 0");
+    cr_assert_null(tape_new(TAPE_CAPACITY_MAX + 1, &err));
+    cr_assert_str_eq(err.message,
+                     "tape capacity must be in [1, 134217728] nodes: got 134217729");
+    cr_assert_eq(mem_live_blocks(), 0);
+}
+
+Test(stage01, require_accepts_exactly_the_free_room)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *tape = tape_new(4, &err);
+    value_new(tape, 1.0);
+    cr_assert_eq(tape_require(tape, 3, &err), LG_OK, "3 free of 4: a need of 3 fits");
+    cr_assert_eq(tape_require(tape, 4, &err), LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 4 nodes, 3 free of 4");
+    cr_assert_eq(tape_count(tape), 1, "a refused request writes nothing");
+    cr_assert_eq(tape_require(tape, SIZE_MAX, &err), LG_ERR_BUDGET,
+                 "an absurd need does not wrap around");
+    tape_free(&tape);
+}
+
+Test(stage01, reset_forgets_values_and_keeps_capacity)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *tape = tape_new(2, &err);
+    value_new(tape, 1.0);
+    value_new(tape, 2.0);
+    tape_reset(tape);
+    cr_assert_eq(tape_count(tape), 0);
+    cr_assert_eq(tape_capacity(tape), 2);
+    cr_assert_eq(tape_require(tape, 2, &err), LG_OK);
+    cr_assert_eq(value_new(tape, 7.0)->grad, 0.0, "a reused slot starts clean");
+    tape_free(&tape);
+}
+
+Test(stage01, full_tape_push_is_a_programmer_error, .signal = SIGABRT,
+     .init = cr_redirect_stderr)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *tape = tape_new(1, &err);
+    value_new(tape, 1.0);
+    value_new(tape, 2.0); /* no tape_require: the assertion stops the program */
+}
+
+Test(stage01, nonfinite_leaf_is_a_programmer_error, .signal = SIGABRT,
+     .init = cr_redirect_stderr)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *tape = tape_new(1, &err);
+    value_new(tape, NAN);
+}
+
+Test(stage01, finite_checks_name_what_and_where)
+{
+    LgError err = LG_ERROR_INIT;
+    cr_assert_eq(value_check_finite(1.5, "x", &err), LG_OK);
+    cr_assert_eq(value_check_finite(NAN, "a leaf", &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "a leaf must be finite: got nan");
+    cr_assert_eq(value_check_finite(-INFINITY, "w[0]", &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "w[0] must be finite: got -inf");
+
+    Tape *tape = tape_new(3, &err);
+    value_new(tape, 1.0);
+    Value *b = value_new(tape, 2.0);
+    cr_assert_eq(tape_check_finite(tape, &err), LG_OK);
+    b->grad = INFINITY;
+    cr_assert_eq(tape_check_finite(tape, &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "non-finite grad at tape position 1: inf");
+    Value *c = tape_push(tape);
+    c->data = NAN;
+    b->grad = 0.0;
+    cr_assert_eq(tape_check_finite(tape, &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "non-finite data at tape position 2: nan");
+    tape_free(&tape);
+}
+
+/* Walk k = 1, 2, ... over tape_new: each injected failure must return NULL, report
+ * LG_ERR_ALLOC naming the memory, and leave no block; the walk ends when k passes the
+ * last allocation. tape_new makes exactly two. */
+Test(stage01, every_allocation_failure_of_tape_new_leaves_nothing)
+{
+    char nodes_message[LG_MESSAGE_MAX];
+    snprintf(nodes_message, sizeof nodes_message,
+             "out of memory: cannot allocate 4 x %zu bytes for tape nodes", sizeof(Value));
+    LgError err = LG_ERROR_INIT;
+    size_t k = 1;
+    for (;; k++) {
+        mem_fail_at(k);
+        Tape *tape = tape_new(4, &err);
+        mem_fail_at(0);
+        if (tape != NULL) {
+            tape_free(&tape);
+            break;
+        }
+        cr_assert_eq(err.status, LG_ERR_ALLOC);
+        cr_assert_lt(k, 3);
+        if (k == 1)
+            cr_assert(strncmp(err.message, "out of memory: cannot allocate 1 x ", 35) == 0 &&
+                          strstr(err.message, " bytes for a tape") != NULL,
+                      "%s", err.message);
+        else
+            cr_assert_str_eq(err.message, nodes_message);
+        cr_assert_eq(mem_live_blocks(), 0, "failure at allocation %zu leaked", k);
+    }
+    cr_assert_eq(k, 3, "tape_new makes two allocations");
+}
+
+Test(stage01, allocation_size_overflow_is_refused)
+{
+    LgError err = LG_ERROR_INIT;
+    cr_assert_null(mem_alloc(SIZE_MAX / 8 + 1, 16, "a huge array", &err));
+    cr_assert_eq(err.status, LG_ERR_ALLOC);
+    cr_assert(strstr(err.message, "for a huge array: the size overflows size_t"), "%s",
+              err.message);
+    cr_assert_eq(mem_live_blocks(), 0);
+}
+
+Test(stage01, long_messages_are_cut_visibly)
+{
+    LgError err = LG_ERROR_INIT;
+    char long_word[600];
+    memset(long_word, 'x', sizeof long_word - 1);
+    long_word[sizeof long_word - 1] = '\0';
+    cr_assert_eq(error_set(&err, LG_ERR_INVALID, "rule: %s", long_word), LG_ERR_INVALID);
+    cr_assert_eq(strlen(err.message), LG_MESSAGE_MAX - 1);
+    cr_assert_str_eq(err.message + LG_MESSAGE_MAX - 4, "...");
+    error_clear(&err);
+    cr_assert_eq(err.status, LG_OK);
+    cr_assert_str_eq(err.message, "");
+}
+
+Test(stage01, status_names)
+{
+    cr_assert_str_eq(status_name(LG_OK), "ok");
+    cr_assert_str_eq(status_name(LG_ERR_INVALID), "invalid");
+    cr_assert_str_eq(status_name(LG_ERR_BUDGET), "budget");
+    cr_assert_str_eq(status_name(LG_ERR_NONFINITE), "nonfinite");
+    cr_assert_str_eq(status_name(LG_ERR_ALLOC), "alloc");
+}
+
+Test(stage01, sizes_are_exact_decimal_integers)
+{
+    LgError err = LG_ERROR_INIT;
+    size_t out = 99;
+    cr_assert_eq(parse_size("3", "--capacity", 1, 10, &out, &err), LG_OK);
+    cr_assert_eq(out, 3);
+    cr_assert_eq(parse_size("0010", "--capacity", 1, 10, &out, &err), LG_OK);
+    cr_assert_eq(out, 10);
+    static const char *const refused[] = {
+        "", "0", "11", "-1", "+3", "3.0", "1e3", " 3", "3 ", "0x10", "three",
+        "99999999999999999999999999",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        out = 99;
+        cr_assert_eq(parse_size(refused[i], "--capacity", 1, 10, &out, &err), LG_ERR_INVALID,
+                     "'%s' is not a size in [1, 10]", refused[i]);
+        cr_assert_eq(out, 99, "nothing is written on failure");
+    }
+    parse_size("3.0", "--capacity", 1, 10, &out, &err);
+    cr_assert_str_eq(err.message, "--capacity must be an integer in [1, 10]: got '3.0'");
+    cr_assert_eq(parse_size("18446744073709551615", "n", 0, SIZE_MAX, &out, &err), LG_OK);
+    cr_assert_eq(out, SIZE_MAX, "the largest size_t is read exactly");
+    cr_assert_eq(parse_size("18446744073709551616", "n", 0, SIZE_MAX, &out, &err),
+                 LG_ERR_INVALID, "one more overflows and is refused, not wrapped");
+}
+
+Test(stage01, numbers_are_finite_doubles_read_whole)
+{
+    LgError err = LG_ERROR_INIT;
+    double out = 0.0;
+    cr_assert_eq(parse_double("-4", "VALUE", &out, &err), LG_OK);
+    cr_assert_eq(out, -4.0);
+    cr_assert_eq(parse_double("1.5e-3", "VALUE", &out, &err), LG_OK);
+    cr_assert_eq(out, 1.5e-3);
+    static const char *const malformed[] = {"", "abc", "1.5x", " 1", "1 ", "--3"};
+    for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++)
+        cr_assert_eq(parse_double(malformed[i], "VALUE", &out, &err), LG_ERR_INVALID,
+                     "'%s'", malformed[i]);
+    parse_double("abc", "VALUE", &out, &err);
+    cr_assert_str_eq(err.message, "VALUE must be a number: got 'abc'");
+    static const char *const nonfinite[] = {"nan", "inf", "-inf", "1e999", "-1e999"};
+    for (size_t i = 0; i < sizeof nonfinite / sizeof nonfinite[0]; i++)
+        cr_assert_eq(parse_double(nonfinite[i], "VALUE", &out, &err), LG_ERR_NONFINITE,
+                     "'%s'", nonfinite[i]);
+    cr_assert_str_eq(err.message, "VALUE must be finite: got '-1e999'");
+}
+
+Test(stage01, program_demonstration_refuses_and_leaks_nothing)
+{
+    ProgramRun run;
+    run_program(&run, "stage-01", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "x1 = -4 at position 1, grad 0"), "%s", run.output);
+    cr_assert(strstr(run.output, "tape capacity exceeded: need 1 node, 0 free of 4"));
+    cr_assert(strstr(run.output, "allocation 2 fails, 0 blocks left: alloc: out of memory"), "%s", run.output);
+    cr_assert(strstr(run.output, "allocation 3: none left to fail"), "%s", run.output);
+    cr_assert(strstr(run.output, "after tape_free: 0 live blocks"), "%s", run.output);
+}
+
+Test(stage01, program_conventions_for_help_usage_and_rules)
+{
+    ProgramRun run;
+    run_program(&run, "stage-01", "--help");
+    cr_assert_eq(run.status, 0);
+    cr_assert(strstr(run.output, "usage: stage-01"));
+    run_program(&run, "stage-01", "--bogus");
+    cr_assert_eq(run.status, 2, "an unknown option is a usage error");
+    cr_assert(strstr(run.output, "unrecognized option"), "%s", run.output);
+    run_program(&run, "stage-01", "--capacity 3.0 1");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--capacity must be an integer in [1, 134217728]: got '3.0'"),
+              "%s", run.output);
+    run_program(&run, "stage-01", "1 nan");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "VALUE must be finite: got 'nan'"), "%s", run.output);
+    run_program(&run, "stage-01", "--capacity 2 1 2 3");
+    cr_assert_eq(run.status, 1, "a broken budget is a rule error");
+    cr_assert(strstr(run.output, "tape capacity exceeded: need 3 nodes, 2 free of 2"), "%s",
+              run.output);
+    run_program(&run, "stage-01", "--capacity 3 -- 1.5 -2");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "tape: 2 of 3 nodes used"), "%s", run.output);
+    cr_assert(strstr(run.output, "position 1: data -2, grad 0"), "%s", run.output);
+}
