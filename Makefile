@@ -196,9 +196,12 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
 	  || { tail -n 40 stage-$*.log; exit 1; }
 	cp build/tex/stage-$*.pdf $@
 
-bench:
-	@if ls tools/bench-* >/dev/null 2>&1; then for b in tools/bench-*; do $$b; done; \
-	else echo "bench: no benchmarks yet (they arrive with Stage 07)"; fi
+# A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then
+# answers --bench by printing its figures (built without sanitizers, -O2).
+BENCH_STAGES := $(foreach n,$(STAGES),$(if $(shell grep -l '^% litgrad-bench:' stages/stage_$(n)_*.nw),$(n)))
+bench: $(foreach n,$(BENCH_STAGES),build/bin/stage-$(n))
+	@if [ -z '$(BENCH_STAGES)' ]; then echo "bench: no stage declares benchmarks"; fi
+	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; build/bin/stage-$$n --bench; done
 
 clean:
 	rm -rf build
