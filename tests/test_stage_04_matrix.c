@@ -140,8 +140,10 @@ Test(stage04, the_seed_linear_gives_minus_14_with_three_nodes)
     cr_assert_eq(tape_count(graph), 3);
     cr_assert_eq(out->op, VALUE_ADD);
     Value *p0 = out->parents[0], *p1 = out->parents[1];
-    cr_assert(p0->op == VALUE_MUL && p0->parents[0] == x->values[0] && p0->parents[1] == w->values[0]);
-    cr_assert(p1->op == VALUE_MUL && p1->parents[0] == x->values[1] && p1->parents[1] == w->values[1]);
+    cr_assert(p0->op == VALUE_MUL && p0->parents[0] == x->values[0] &&
+              p0->parents[1] == w->values[0]);
+    cr_assert(p1->op == VALUE_MUL && p1->parents[0] == x->values[1] &&
+              p1->parents[1] == w->values[1]);
     matrix_free(&y);
     matrix_free(&w);
     matrix_free(&x);
@@ -460,7 +462,8 @@ Test(stage04, program_demonstrates_the_stage)
     ProgramRun run;
     run_program(&run, "stage-04", "");
     cr_assert_eq(run.status, 0, "%s", run.output);
-    cr_assert(strstr(run.output, "y = x W^T = -14, shape (1, 1), 3 nodes") != NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "y = x W^T = -14, shape (1, 1), 3 nodes") != NULL, "%s",
+              run.output);
     cr_assert(strstr(run.output, "without bias: y (2, 4), 40 nodes") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "with bias:    y (2, 4), 48 nodes") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "relu(y): 8 nodes") != NULL, "%s", run.output);
