@@ -50,7 +50,7 @@ RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stag
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-stage run-stage lint bench clean deps check-stage-arg
+.PHONY: all stages pdf test test-stage run-stage lint bench clean deps
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
 pdf: $(PDFS)
@@ -62,19 +62,24 @@ deps:
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing criterion"; \
 	if command -v kpsewhich >/dev/null 2>&1; then \
-	  for s in noweb.sty lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty; do \
+	  for s in noweb.sty lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty; do \
 	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
 
 # ---- tangle, compile, link -------------------------------------------------------------
 # The tangled tree of a stage is the same with and without SAN, so it lives outside $(B).
-$(T)/stage_%/.tangled: $$(call upto,$$*) tools/nwtangle tools/nwcheck | deps
+TANGLED := $(foreach n,$(STAGES),$(T)/stage_$(n)/.tangled)
+LIBS := $(foreach n,$(STAGES),$(B)/obj/stage_$(n)/lib.a)
+
+# Pattern rules are static (limited to the stages that exist), so that a request for a
+# stage that does not exist is an error instead of a tangle of the stages below it.
+$(TANGLED): $(T)/stage_%/.tangled: $$(call upto,$$*) tools/nwtangle tools/nwcheck | deps
 	tools/nwtangle $(@D) $(call upto,$*)
 	touch $@
 
 # Every tangled .c file except the stage programs' mains forms the stage's library.
-$(B)/obj/stage_%/lib.a: $(T)/stage_%/.tangled
+$(LIBS): $(B)/obj/stage_%/lib.a: $(T)/stage_%/.tangled
 	rm -rf $(@D) && mkdir -p $(@D)
 	for c in $(T)/stage_$*/*.c; do \
 	  case $$c in */stage-[0-9][0-9].c) continue ;; esac; \
@@ -83,16 +88,16 @@ $(B)/obj/stage_%/lib.a: $(T)/stage_%/.tangled
 	done
 	ar rcs $@ $(@D)/*.o
 
-$(B)/bin/stage-%: $(B)/obj/stage_%/lib.a
+$(BINS): $(B)/bin/stage-%: $(B)/obj/stage_%/lib.a
 	mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I$(T)/stage_$* -o $@ $(T)/stage_$*/stage-$*.c $< $(LDLIBS)
 
 # The tests of stages 01..N, linked against stage N's library. They may run the stage
 # programs, found through LG_BIN_DIR.
-$(B)/test/stage-%: $(B)/obj/stage_%/lib.a $$(call tests_upto,$$*) tests/litgrad_test.h \
+$(TESTBINS): $(B)/test/stage-%: $(B)/obj/stage_%/lib.a $$(call tests_upto,$$*) tests/litgrad_test.h \
                    $$(call bins_upto,$$*) | deps
 	mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(B)/bin"' -o $@ \
+	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -o $@ \
 	  $(call tests_upto,$*) $< -lcriterion $(LDLIBS)
 
 # ---- tests -------------------------------------------------------------------------------
@@ -104,13 +109,16 @@ $(eval $(STAGE_ARG):;@:)
 endif
 endif
 NN := $(shell n='$(N)'; [[ $$n =~ ^[0-9]{1,2}$$ ]] && printf '%02d' $$((10#$$n)))
+ifneq ($(filter test-stage run-stage,$(MAKECMDGOALS)),)
+ifeq ($(N),)
+$(error usage: make test-stage N  (or run-stage N); the stages are: $(STAGES))
+endif
+ifeq ($(filter $(NN),$(STAGES)),)
+$(error no stage '$(N)'; the stages are: $(STAGES))
+endif
+endif
 
-check-stage-arg:
-	@if [ -z '$(N)' ]; then echo "usage: make test-stage N  (or run-stage N); stages: $(STAGES)" >&2; exit 2; fi
-	@if [ -z '$(filter $(NN),$(STAGES))' ]; then \
-	  echo "make: no stage '$(N)'; the stages are: $(STAGES)" >&2; exit 2; fi
-
-test-stage: check-stage-arg $(B)/test/stage-$(NN)
+test-stage: $(B)/test/stage-$(NN)
 	@tools/run-tests $(NN) $(B)/test/stage-$(NN) $(B)/log
 
 test: lint
@@ -121,7 +129,7 @@ test: lint
 	done; \
 	tools/test-summary $(B)/log $(STAGES)
 
-run-stage: check-stage-arg $(B)/bin/stage-$(NN)
+run-stage: $(B)/bin/stage-$(NN)
 	@$(B)/bin/stage-$(NN) $(ARGS)
 
 lint: | deps
@@ -132,21 +140,24 @@ lint: | deps
 	done
 	@for t in tests/test_stage_*.c; do n=$$(basename $$t | cut -d_ -f3); \
 	  ls stages/stage_$${n}_*.nw >/dev/null 2>&1 || { echo "lint: $$t has no stage $$n" >&2; exit 1; }; done
-	@echo "lint: $(words $(NW)) stages clean"
+	@echo "lint: clean ($(words $(NW)) stage files: $(STAGES))"
 
 # ---- the book ------------------------------------------------------------------------
-build/results/stage-%.txt: build/bin/stage-%
+RESULT_TXT := $(foreach n,$(STAGES),build/results/stage-$(n).txt)
+RESULT_TESTS := $(foreach n,$(STAGES),build/results/stage-$(n)-tests.tex)
+
+$(RESULT_TXT): build/results/stage-%.txt: $(B)/bin/stage-%
 	mkdir -p $(@D)
 	$< > $@
 
 # "Stage NN: X tests; tests of stages 01..NN: Y", from the test binary's own list.
-build/results/stage-%-tests.tex: build/test/stage-%
+$(RESULT_TESTS): build/results/stage-%-tests.tex: $(B)/test/stage-%
 	mkdir -p $(@D)
 	$< --list | awk -v n=$* ' \
 	  /^stage[0-9][0-9]: [0-9]+ tests?$$/ { c = $$2 + 0; all += c; if ($$1 == "stage" n ":") own = c } \
 	  END { printf "\\lgtestcount{%s}{%d}{%d}\n", n, own, all }' > $@
 
-build/fig/stage_%/.done: build/bin/stage-% $(T)/stage_%/.tangled
+$(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.tangled
 	rm -rf $(@D) && mkdir -p $(@D)
 	$< --figure-data $(@D) > /dev/null
 	for f in $(call figures_of,$*); do \
@@ -163,11 +174,12 @@ DOCS := $(wildcard docs/*.tex)
 
 build/tex/book-body.tex: $(NW) | deps
 	mkdir -p $(@D)
-	noweave -n -autodefs c -index $(NW) > $@
+	noweave -n -index $(NW) > $@
 
-build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) | deps
+STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
+$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) | deps
 	mkdir -p $(@D)
-	noweave -n -autodefs c -index $< > $@
+	noweave -n -index $< > $@
 
 build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS)
 	mkdir -p $(@D)
@@ -176,7 +188,7 @@ build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS)
 	  || { tail -n 40 book.log; exit 1; }
 	cp build/tex/book.pdf $@
 
-build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
+$(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
                        build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS))
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
@@ -184,9 +196,12 @@ build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.
 	  || { tail -n 40 stage-$*.log; exit 1; }
 	cp build/tex/stage-$*.pdf $@
 
-bench:
-	@if ls tools/bench-* >/dev/null 2>&1; then for b in tools/bench-*; do $$b; done; \
-	else echo "bench: no benchmarks yet (they arrive with Stage 07)"; fi
+# A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then
+# answers --bench by printing its figures (built without sanitizers, -O2).
+BENCH_STAGES := $(foreach n,$(STAGES),$(if $(shell grep -l '^% litgrad-bench:' stages/stage_$(n)_*.nw),$(n)))
+bench: $(foreach n,$(BENCH_STAGES),build/bin/stage-$(n))
+	@if [ -z '$(BENCH_STAGES)' ]; then echo "bench: no stage declares benchmarks"; fi
+	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; build/bin/stage-$$n --bench; done
 
 clean:
 	rm -rf build

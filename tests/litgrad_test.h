@@ -7,7 +7,8 @@
  * exits non-zero and tools/run-tests fails the stage, naming the leak.
  *
  * run_program() runs a stage program (from LG_BIN_DIR, set by the Makefile) through
- * the shell and returns its exit status with standard output and standard error.
+ * the shell and returns its exit status with standard output and standard error;
+ * run_program_stdout() captures standard output alone.
  */
 #ifndef LITGRAD_TEST_H
 #define LITGRAD_TEST_H
@@ -57,11 +58,12 @@ typedef struct ProgramRun {
     char output[LG_OUTPUT_MAX];   /* standard output and standard error, interleaved */
 } ProgramRun;
 
-/* Run "LG_BIN_DIR/<program> <args>" (args are shell words) and capture its output. */
-static inline void run_program(ProgramRun *run, const char *program, const char *args)
+static inline void run_command(ProgramRun *run, const char *program, const char *args,
+                               const char *redirect)
 {
     char command[1024];
-    int n = snprintf(command, sizeof command, "%s/%s %s 2>&1", LG_BIN_DIR, program, args);
+    int n = snprintf(command, sizeof command, "%s/%s %s %s", LG_BIN_DIR, program, args,
+                     redirect);
     cr_assert(n > 0 && (size_t)n < sizeof command, "command too long");
     FILE *pipe = popen(command, "r");
     cr_assert_not_null(pipe, "cannot run %s", command);
@@ -69,6 +71,19 @@ static inline void run_program(ProgramRun *run, const char *program, const char 
     run->output[used] = '\0';
     int raw = pclose(pipe);
     run->status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+/* Run "LG_BIN_DIR/<program> <args>" (args are shell words); capture standard output
+ * and standard error together. */
+static inline void run_program(ProgramRun *run, const char *program, const char *args)
+{
+    run_command(run, program, args, "2>&1");
+}
+
+/* The same, capturing standard output alone (standard error is discarded). */
+static inline void run_program_stdout(ProgramRun *run, const char *program, const char *args)
+{
+    run_command(run, program, args, "2>/dev/null");
 }
 
 #endif

@@ -68,11 +68,20 @@ Test(stage01, require_accepts_exactly_the_free_room)
     tape_free(&tape);
 }
 
+Test(stage01, room_is_checked_before_a_tape_exists)
+{
+    LgError err = LG_ERROR_INIT;
+    cr_assert_eq(tape_check_room(4, 4, 4, &err), LG_OK);
+    cr_assert_eq(tape_check_room(5, 4, 4, &err), LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 5 nodes, 4 free of 4");
+    cr_assert_eq(mem_live_blocks(), 0, "the question allocates nothing");
+}
+
 Test(stage01, reset_forgets_values_and_keeps_capacity)
 {
     LgError err = LG_ERROR_INIT;
     Tape *tape = tape_new(2, &err);
-    value_new(tape, 1.0);
+    value_new(tape, 1.0)->grad = 5.0;
     value_new(tape, 2.0);
     tape_reset(tape);
     cr_assert_eq(tape_count(tape), 0);
@@ -221,12 +230,21 @@ Test(stage01, numbers_are_finite_doubles_read_whole)
     cr_assert_eq(out, -4.0);
     cr_assert_eq(parse_double("1.5e-3", "VALUE", &out, &err), LG_OK);
     cr_assert_eq(out, 1.5e-3);
-    static const char *const malformed[] = {"", "abc", "1.5x", " 1", "1 ", "--3"};
+    static const char *const malformed[] = {"", "abc", "1.5x", " 1", "\n1", "\r1", "1 ",
+                                            "--3"};
     for (size_t i = 0; i < sizeof malformed / sizeof malformed[0]; i++)
         cr_assert_eq(parse_double(malformed[i], "VALUE", &out, &err), LG_ERR_INVALID,
                      "'%s'", malformed[i]);
     parse_double("abc", "VALUE", &out, &err);
     cr_assert_str_eq(err.message, "VALUE must be a number: got 'abc'");
+    out = 7.0;
+    cr_assert_eq(parse_double("1e-400", "VALUE", &out, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "VALUE underflows to zero: got '1e-400'");
+    cr_assert_eq(out, 7.0, "nothing is written on failure");
+    cr_assert_eq(parse_double("4.9406564584124654e-324", "VALUE", &out, &err), LG_OK,
+                 "the smallest subnormal keeps its value");
+    cr_assert_gt(out, 0.0);
+    cr_assert_eq(parse_double("-0", "VALUE", &out, &err), LG_OK, "a typed zero is zero");
     static const char *const nonfinite[] = {"nan", "inf", "-inf", "1e999", "-1e999"};
     for (size_t i = 0; i < sizeof nonfinite / sizeof nonfinite[0]; i++)
         cr_assert_eq(parse_double(nonfinite[i], "VALUE", &out, &err), LG_ERR_NONFINITE,
@@ -254,7 +272,20 @@ Test(stage01, program_conventions_for_help_usage_and_rules)
     cr_assert(strstr(run.output, "usage: stage-01"));
     run_program(&run, "stage-01", "--bogus");
     cr_assert_eq(run.status, 2, "an unknown option is a usage error");
-    cr_assert(strstr(run.output, "unrecognized option"), "%s", run.output);
+    cr_assert(strstr(run.output, "stage-01: error: unknown option '--bogus'"), "%s",
+              run.output);
+    run_program(&run, "stage-01", "1 -5");
+    cr_assert_eq(run.status, 2, "a negative number without -- is an unknown option");
+    cr_assert(strstr(run.output, "unknown option '-5' (a negative VALUE must follow --)"),
+              "%s", run.output);
+    run_program(&run, "stage-01", "--capacity");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-01: error: option '--capacity' needs a value"), "%s",
+              run.output);
+    run_program(&run, "stage-01", "--capacity=");
+    cr_assert_eq(run.status, 2, "an empty size is not a size");
+    cr_assert(strstr(run.output, "--capacity must be an integer in [1, 134217728]: got ''"),
+              "%s", run.output);
     run_program(&run, "stage-01", "--capacity 3.0 1");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--capacity must be an integer in [1, 134217728]: got '3.0'"),
@@ -263,9 +294,13 @@ Test(stage01, program_conventions_for_help_usage_and_rules)
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "VALUE must be finite: got 'nan'"), "%s", run.output);
     run_program(&run, "stage-01", "--capacity 2 1 2 3");
-    cr_assert_eq(run.status, 1, "a broken budget is a rule error");
+    cr_assert_eq(run.status, 1, "a broken budget is a rule error, found before the tape");
     cr_assert(strstr(run.output, "tape capacity exceeded: need 3 nodes, 2 free of 2"), "%s",
               run.output);
+    run_program_stdout(&run, "stage-01", "--capacity 2 1 2 3");
+    cr_assert_str_eq(run.output, "", "an error prints nothing on standard output");
+    run_program_stdout(&run, "stage-01", "--bogus");
+    cr_assert_str_eq(run.output, "");
     run_program(&run, "stage-01", "--capacity 3 -- 1.5 -2");
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "tape: 2 of 3 nodes used"), "%s", run.output);

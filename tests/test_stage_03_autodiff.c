@@ -1,0 +1,418 @@
+/* Stage 03: reverse-mode autodiff, accumulation semantics, zero-grad, gradient check. */
+#include "litgrad_test.h"
+
+#include <math.h>
+
+#include "value.h"
+
+LG_SUITE(stage03);
+
+/* The issue states micrograd's values "to 1e-9"; our quotients a/c and c/a round once
+ * where micrograd's a * c**-1 rounds twice, so the last bits may differ. */
+#define MICROGRAD_TOLERANCE 1e-9
+
+static Tape *planned_tape(size_t nodes)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *tape = tape_new(nodes, &err);
+    cr_assert_not_null(tape, "%s", err.message);
+    cr_assert_eq(tape_require(tape, nodes, &err), LG_OK, "%s", err.message);
+    return tape;
+}
+
+Test(stage03, seed_linear_example_is_exact)
+{
+    Tape *t = planned_tape(7);
+    Value *x0 = value_new(t, 3.0), *x1 = value_new(t, -4.0);
+    Value *w0 = value_new(t, 2.0), *w1 = value_new(t, 5.0);
+    Value *y = value_add(t, value_mul(t, x0, w0), value_mul(t, x1, w1));
+    value_backward(t, y);
+    cr_assert_eq(y->data, -14.0);
+    cr_assert_eq(x0->grad, 2.0);
+    cr_assert_eq(x1->grad, 5.0);
+    cr_assert_eq(w0->grad, 3.0);
+    cr_assert_eq(w1->grad, -4.0);
+    cr_assert_eq(y->grad, 1.0);
+    tape_free(&t);
+}
+
+Test(stage03, shared_subexpression_collects_both_children)
+{
+    Tape *t = planned_tape(4);
+    Value *x = value_new(t, 2.0);
+    Value *y = value_mul(t, x, x);
+    Value *z = value_add(t, y, value_number_mul(t, 3.0, y));
+    value_backward(t, z);
+    cr_assert_eq(z->data, 16.0);
+    cr_assert_eq(y->grad, 4.0);
+    cr_assert_eq(x->grad, 16.0);
+    tape_free(&t);
+}
+
+static Value *micrograd_first(Tape *t, Value *x)
+{
+    Value *z = value_add(t, value_add_number(t, value_number_mul(t, 2.0, x), 2.0), x);
+    Value *q = value_add(t, value_relu(t, z), value_mul(t, z, x));
+    Value *h = value_relu(t, value_mul(t, z, z));
+    return value_add(t, value_add(t, h, q), value_mul(t, q, x));
+}
+
+static Value *micrograd_second(Tape *t, Value *a, Value *b)
+{
+    Value *c = value_add(t, a, b);
+    Value *d = value_add(t, value_mul(t, a, b), value_pow(t, b, 3.0));
+    c = value_add(t, c, value_add_number(t, c, 1.0));
+    c = value_add(t, c, value_add(t, value_number_add(t, 1.0, c), value_neg(t, a)));
+    d = value_add(t, d, value_add(t, value_mul_number(t, d, 2.0),
+                                  value_relu(t, value_add(t, b, a))));
+    d = value_add(t, d, value_add(t, value_number_mul(t, 3.0, d),
+                                  value_relu(t, value_sub(t, b, a))));
+    Value *e = value_sub(t, c, d);
+    Value *f = value_pow(t, e, 2.0);
+    Value *g = value_div_number(t, f, 2.0);
+    return value_add(t, g, value_number_div(t, 10.0, f));
+}
+
+Test(stage03, micrograd_first_check)
+{
+    Tape *t = planned_tape(12);
+    Value *x = value_new(t, -4.0);
+    Value *y = micrograd_first(t, x);
+    cr_assert_eq(tape_count(t), 12, "1 leaf and 11 operations");
+    value_backward(t, y);
+    cr_assert_float_eq(y->data, -20.0, MICROGRAD_TOLERANCE);
+    cr_assert_float_eq(x->grad, 46.0, MICROGRAD_TOLERANCE);
+    tape_free(&t);
+}
+
+Test(stage03, micrograd_second_check)
+{
+    Tape *t = planned_tape(27);
+    Value *a = value_new(t, -4.0), *b = value_new(t, 2.0);
+    Value *g = micrograd_second(t, a, b);
+    cr_assert_eq(tape_count(t), 27, "2 leaves and 25 operations");
+    value_backward(t, g);
+    cr_assert_float_eq(g->data, 24.70408163265306, MICROGRAD_TOLERANCE);
+    cr_assert_float_eq(a->grad, 138.83381924198252, MICROGRAD_TOLERANCE);
+    cr_assert_float_eq(b->grad, 645.5772594752186, MICROGRAD_TOLERANCE);
+    tape_free(&t);
+}
+
+/* The issue's example: leaves add once per call, interior grads are recomputed. */
+Test(stage03, backward_twice_adds_leaves_once_per_call_and_never_compounds)
+{
+    Tape *t = planned_tape(5);
+    Value *a = value_new(t, 3.0), *b = value_new(t, 2.0);
+    Value *c = value_add(t, a, b);
+    Value *d = value_new(t, 1.0);
+    Value *e = value_mul(t, c, d);
+    value_backward(t, e);
+    cr_assert(a->grad == 1.0 && b->grad == 1.0 && d->grad == 5.0);
+    value_backward(t, e);
+    cr_assert_eq(a->grad, 2.0);
+    cr_assert_eq(b->grad, 2.0);
+    cr_assert_eq(d->grad, 10.0);
+    cr_assert_eq(c->grad, 1.0, "an interior gradient is recomputed, not compounded");
+    cr_assert_eq(e->grad, 1.0);
+    for (int k = 0; k < 8; k++)
+        value_backward(t, e);
+    cr_assert_eq(a->grad, 10.0, "ten calls, ten contributions");
+    cr_assert_eq(c->grad, 1.0);
+    tape_free(&t);
+}
+
+Test(stage03, zero_grad_ends_the_accumulation)
+{
+    Tape *t = planned_tape(3);
+    Value *a = value_new(t, 3.0), *b = value_new(t, 2.0);
+    Value *c = value_mul(t, a, b);
+    value_backward(t, c);
+    value_backward(t, c);
+    cr_assert_eq(a->grad, 4.0);
+    tape_zero_grad(t);
+    cr_assert(a->grad == 0.0 && b->grad == 0.0 && c->grad == 0.0);
+    value_backward(t, c);
+    cr_assert_eq(a->grad, 2.0);
+    cr_assert_eq(b->grad, 3.0);
+    tape_free(&t);
+}
+
+/* A chain of a million additions: one loop, no recursion; the gradient is exact. */
+Test(stage03, a_chain_of_a_million_additions_differentiates)
+{
+    enum { N = 1000000 };
+    Tape *t = planned_tape(N + 1);
+    Value *x = value_new(t, 1.0), *s = x;
+    for (size_t k = 0; k < N; k++)
+        s = value_add(t, s, x);
+    value_backward(t, s);
+    cr_assert_eq(s->data, N + 1.0);
+    cr_assert_eq(x->grad, N + 1.0);
+    cr_assert_eq(tape_at(t, 1)->grad, 1.0, "the deepest interior node");
+    tape_free(&t);
+}
+
+/* Each rule as derived in the text, at one point, exactly (the same double
+ * expression as the text's formula). */
+Test(stage03, local_derivatives_are_the_derived_rules)
+{
+    Tape *t = planned_tape(4);
+    struct { ValueOp op; double a, b, c, da, db; } rules[] = {
+        {VALUE_ADD, 3, -4, 0, 1, 1},
+        {VALUE_SUB, 3, -4, 0, 1, -1},
+        {VALUE_MUL, 3, -4, 0, -4, 3},
+        {VALUE_DIV, 3, -4, 0, 1 / -4.0, -(3 / -4.0) / -4.0},
+        {VALUE_NEG, 3, 0, 0, -1, 0},
+        {VALUE_POW, -2, 0, 3, 3 * pow(-2, 2), 0},
+        {VALUE_POW, 0, 0, 0, 0, 0},
+        {VALUE_POW, 0, 0, 0.5, INFINITY, 0},
+        {VALUE_EXP, 1.5, 0, 0, exp(1.5), 0},
+        {VALUE_LOG, 0.25, 0, 0, 4, 0},
+        {VALUE_TANH, 0.5, 0, 0, 1 - tanh(0.5) * tanh(0.5), 0},
+        {VALUE_TANH, 1000, 0, 0, 0, 0},
+        {VALUE_TANH, -5000, 0, 0, 0, 0},
+        {VALUE_RELU, 2, 0, 0, 1, 0},
+        {VALUE_RELU, -2, 0, 0, 0, 0},
+        {VALUE_RELU, 0, 0, 0, 0, 0},
+        {VALUE_ADD_NUMBER, 3, 0, 7, 1, 0},
+        {VALUE_SUB_NUMBER, 3, 0, 7, 1, 0},
+        {VALUE_MUL_NUMBER, 3, 0, -2.5, -2.5, 0},
+        {VALUE_DIV_NUMBER, 3, 0, 4, 0.25, 0},
+        {VALUE_NUMBER_SUB, 3, 0, 7, -1, 0},
+        {VALUE_NUMBER_DIV, 4, 0, 10, -(10 / 4.0) / 4.0, 0},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        tape_reset(t);
+        Value *a = value_new(t, rules[i].a), *b = value_new(t, rules[i].b);
+        int two = value_op_info(rules[i].op).operands == 2;
+        Value *v = value_op(t, rules[i].op, a, two ? b : NULL, rules[i].c);
+        value_backward(t, v);
+        cr_assert_eq(a->grad, rules[i].da, "rule %zu (%s at %g): d/da = %.17g, want %.17g",
+                     i, value_op_info(rules[i].op).name, rules[i].a, a->grad, rules[i].da);
+        cr_assert_eq(b->grad, rules[i].db, "rule %zu: d/db = %.17g", i, b->grad);
+    }
+    tape_free(&t);
+}
+
+Test(stage03, a_value_used_twice_in_one_node_gets_both_contributions)
+{
+    Tape *t = planned_tape(4);
+    Value *x = value_new(t, 3.0);
+    value_backward(t, value_mul(t, x, x));
+    cr_assert_eq(x->grad, 6.0);
+    tape_zero_grad(t);
+    value_backward(t, value_div(t, x, x));
+    cr_assert_eq(x->grad, 0.0, "x/x: 1/x and -1/x cancel exactly");
+    tape_zero_grad(t);
+    value_backward(t, value_add(t, x, x));
+    cr_assert_eq(x->grad, 2.0);
+    tape_free(&t);
+}
+
+/* The text's neighbouring branch: a = 0, log(a) beside y = a + 1. */
+Test(stage03, a_branch_the_output_does_not_use_passes_nothing)
+{
+    Tape *t = planned_tape(3);
+    Value *a = value_new(t, 0.0);
+    Value *l = value_log(t, a);
+    Value *y = value_add_number(t, a, 1.0);
+    value_backward(t, y);
+    cr_assert_eq(a->grad, 1.0, "not 1 + 0 * (1/0) = NaN");
+    cr_assert_eq(l->grad, 0.0);
+    tape_free(&t);
+}
+
+Test(stage03, backward_from_the_middle_leaves_later_nodes_alone)
+{
+    Tape *t = planned_tape(4);
+    Value *a = value_new(t, 2.0);
+    Value *b = value_mul_number(t, a, 3.0);
+    Value *c = value_exp(t, b);
+    c->grad = 42.0;
+    value_backward(t, b);
+    cr_assert_eq(a->grad, 3.0);
+    cr_assert_eq(c->grad, 42.0, "a node above the output is not touched");
+    value_backward(t, a);
+    cr_assert_eq(a->grad, 4.0, "backward from a leaf adds d(a)/d(a) = 1");
+    tape_free(&t);
+}
+
+/* Parameters on their own tape, activations on a graph tape reset per step. */
+Test(stage03, gradients_flow_into_parameters_on_another_tape)
+{
+    Tape *params = planned_tape(2), *graph = planned_tape(8);
+    Value *w = value_new(params, 2.0), *bias = value_new(params, 0.5);
+    for (int step = 0; step < 2; step++) {
+        tape_zero_grad(params);
+        tape_reset(graph);
+        Value *x = value_new(graph, 3.0);
+        Value *y = value_tanh(graph, value_add(graph, value_mul(graph, x, w), bias));
+        value_backward(graph, y);
+        double dy = 1.0 - tanh(6.5) * tanh(6.5);
+        cr_assert_eq(w->grad, dy * 3.0, "step %d", step);
+        cr_assert_eq(bias->grad, dy);
+        cr_assert_eq(x->grad, dy * 2.0);
+        value_backward(graph, y);
+        cr_assert_eq(w->grad, 2 * (dy * 3.0), "backward twice: parameters add twice");
+        cr_assert_eq(y->grad, 1.0, "nothing on the graph tape compounds");
+    }
+    cr_assert_eq(tape_count(params), 2);
+    tape_free(&params);
+    tape_free(&graph);
+}
+
+Test(stage03, backward_from_a_value_on_another_tape_is_a_programmer_error,
+     .signal = SIGABRT, .init = cr_redirect_stderr)
+{
+    Tape *t = planned_tape(1), *other = planned_tape(1);
+    value_new(t, 1.0);
+    Value *x = value_new(other, 2.0);
+    value_backward(t, x);
+}
+
+/* The gradient check on every operation at ordinary and awkward points (the text's
+ * table and more). The tolerance is the text's, GRADCHECK_TOLERANCE. */
+Test(stage03, every_operation_passes_the_gradient_check)
+{
+    Tape *t = planned_tape(4);
+    static const struct { ValueOp op; double x, y, c; } points[] = {
+        {VALUE_ADD, 3, -4, 0},     {VALUE_ADD, -0.5, 1e3, 0},  {VALUE_SUB, 3, -4, 0},
+        {VALUE_SUB, 1000, 999.5, 0}, {VALUE_MUL, 3, -4, 0},    {VALUE_MUL, 0, 7, 0},
+        {VALUE_MUL, 0.01, 1e3, 0}, {VALUE_DIV, 3, -4, 0},      {VALUE_DIV, 1, 0.01, 0},
+        {VALUE_DIV, -2, -0.01, 0}, {VALUE_DIV, 1e4, 3, 0},     {VALUE_NEG, 3, 0, 0},
+        {VALUE_NEG, 0, 0, 0},      {VALUE_POW, -2, 0, 3},      {VALUE_POW, 0, 0, 3},
+        {VALUE_POW, 0.01, 0, 0.5}, {VALUE_POW, 5, 0, 0.5},     {VALUE_POW, -0.25, 0, -1},
+        {VALUE_POW, 3, 0, 0},      {VALUE_POW, 1.5, 0, 2.5},   {VALUE_EXP, 0, 0, 0},
+        {VALUE_EXP, 30, 0, 0},     {VALUE_EXP, -20, 0, 0},     {VALUE_LOG, 1, 0, 0},
+        {VALUE_LOG, 0.01, 0, 0},   {VALUE_LOG, 1e4, 0, 0},     {VALUE_TANH, 0, 0, 0},
+        {VALUE_TANH, 0.5, 0, 0},   {VALUE_TANH, -3, 0, 0},     {VALUE_TANH, 20, 0, 0},
+        {VALUE_TANH, -1000, 0, 0}, {VALUE_RELU, 2, 0, 0},      {VALUE_RELU, -2, 0, 0},
+        {VALUE_RELU, 0.01, 0, 0},  {VALUE_RELU, -0.01, 0, 0},  {VALUE_ADD_NUMBER, -4, 0, 3},
+        {VALUE_SUB_NUMBER, -4, 0, 3}, {VALUE_MUL_NUMBER, 3, 0, -2.5},
+        {VALUE_MUL_NUMBER, 1e3, 0, 1e-3}, {VALUE_DIV_NUMBER, 3, 0, 0.01},
+        {VALUE_DIV_NUMBER, -7, 0, 3}, {VALUE_NUMBER_SUB, 3, 0, 10},
+        {VALUE_NUMBER_DIV, 0.01, 0, 10}, {VALUE_NUMBER_DIV, -3, 0, 10},
+    };
+    LgError err = LG_ERROR_INIT;
+    int covered[64] = {0};
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        tape_reset(t);
+        Value *a = value_new(t, points[i].x), *b = value_new(t, points[i].y);
+        int two = value_op_info(points[i].op).operands == 2;
+        Value *v = value_op(t, points[i].op, a, two ? b : NULL, points[i].c);
+        Value *inputs[] = {a, b};
+        GradientCheck check;
+        cr_assert_eq(value_check_gradient(t, v, inputs, two ? 2 : 1, &check, &err), LG_OK,
+                     "point %zu: %s", i, err.message);
+        cr_assert_leq(check.error, GRADCHECK_TOLERANCE,
+                      "point %zu (%s at %g, %g): backward %.17g, central %.17g", i,
+                      value_op_info(points[i].op).name, points[i].x, points[i].y,
+                      check.analytic, check.numeric);
+        covered[points[i].op] = 1;
+    }
+    for (int op = VALUE_ADD; op <= VALUE_NUMBER_DIV; op++)
+        cr_assert(covered[op], "operation %s is not checked", value_op_info(op).name);
+    tape_free(&t);
+}
+
+Test(stage03, composite_examples_pass_the_gradient_check_and_restore_data)
+{
+    Tape *t = planned_tape(27);
+    LgError err = LG_ERROR_INIT;
+    Value *a = value_new(t, -4.0), *b = value_new(t, 2.0);
+    Value *g = micrograd_second(t, a, b);
+    double before = g->data;
+    Value *inputs[] = {a, b};
+    GradientCheck check;
+    cr_assert_eq(value_check_gradient(t, g, inputs, 2, &check, &err), LG_OK);
+    cr_assert_leq(check.error, GRADCHECK_TOLERANCE);
+    cr_assert_eq(check.worst, 1, "b has the larger error");
+    cr_assert_eq(g->data, before, "replays restore every number bit for bit");
+    cr_assert_eq(a->data, -4.0);
+    cr_assert_float_eq(b->grad, 645.5772594752186, MICROGRAD_TOLERANCE,
+                       "the inputs' grads hold the gradient");
+    tape_free(&t);
+}
+
+/* The text: at the kink the central difference is exactly 1/2, the rule says 0. */
+Test(stage03, relu_kink_is_where_the_check_does_not_apply)
+{
+    Tape *t = planned_tape(2);
+    LgError err = LG_ERROR_INIT;
+    Value *x = value_new(t, 0.0);
+    Value *r = value_relu(t, x);
+    GradientCheck check;
+    cr_assert_eq(value_check_gradient(t, r, &x, 1, &check, &err), LG_OK);
+    cr_assert_eq(check.analytic, 0.0, "relu'(0) = 0, as in PyTorch");
+    cr_assert_eq(check.numeric, 0.5);
+    cr_assert_eq(check.error, 0.5);
+    tape_free(&t);
+}
+
+Test(stage03, gradient_check_refuses_what_it_cannot_compare)
+{
+    Tape *t = planned_tape(3);
+    LgError err = LG_ERROR_INIT;
+    GradientCheck check;
+    Value *x = value_new(t, 0.0);
+    Value *l = value_log(t, x);
+    cr_assert_eq(value_check_gradient(t, l, &x, 1, &check, &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "gradient check: the output must be finite: got -inf");
+    tape_reset(t);
+    x = value_new(t, 0.0);
+    Value *s = value_pow(t, x, 0.5);
+    cr_assert_eq(value_check_gradient(t, s, &x, 1, &check, &err), LG_ERR_NONFINITE);
+    cr_assert(strstr(err.message, "d/d(input 0) is not finite: backward inf"), "%s",
+              err.message);
+    tape_reset(t);
+    x = value_new(t, 1.0);
+    Value *e = value_exp(t, x);
+    x->data = NAN;
+    cr_assert_eq(value_check_gradient(t, e, &x, 1, &check, &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "gradient check: input 0 must be finite: got nan");
+    tape_free(&t);
+}
+
+Test(stage03, program_prints_the_worked_examples_and_the_table)
+{
+    ProgramRun run;
+    run_program(&run, "stage-03", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    static const char *const lines[] = {
+        "  y = -14, dy/dx = (2, 5), dy/dw = (3, -4)\n",
+        "  z = 16, dz/dy = 4, dz/dx = 16\n",
+        "  y = -20, dy/dx = 46\n",
+        "  g = 24.704081632653061, dg/da = 138.83381924198252, dg/db = 645.57725947521863\n",
+        "  after backward again:      a 2, b 2, d 10; interior c 1, e 1\n",
+        "  s = 1000001, ds/dx = 1000001, 1000001 nodes on the tape\n",
+        "  28 of 28 within the tolerance 1e-06\n",
+        "  relu at its kink 0: backward 0 (the convention relu'(0) = 0), central 0.5:\n",
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+        cr_assert(strstr(run.output, lines[i]), "missing: %s", lines[i]);
+    cr_assert_null(strstr(run.output, "FAIL"));
+    char *line = run.output;
+    for (char *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1)
+        cr_assert_lt(nl - line, 100, "an output line of 100 or more characters");
+}
+
+Test(stage03, program_conventions)
+{
+    ProgramRun run;
+    run_program(&run, "stage-03", "--help");
+    cr_assert_eq(run.status, 0);
+    cr_assert(strstr(run.output, "usage: stage-03"));
+    run_program(&run, "stage-03", "--bogus");
+    cr_assert_eq(run.status, 2);
+    run_program(&run, "stage-03", "--chain 0");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--chain must be an integer in [1, 134217727]: got '0'"),
+              "%s", run.output);
+    run_program(&run, "stage-03", "--chain 3");
+    cr_assert_eq(run.status, 0);
+    cr_assert(strstr(run.output, "  s = 4, ds/dx = 4, 4 nodes on the tape\n"), "%s",
+              run.output);
+    run_program(&run, "stage-03", "--figure-data /nonexistent/dir");
+    cr_assert_eq(run.status, 1);
+    cr_assert(strstr(run.output, "cannot write /nonexistent/dir/fig-03-neuron-grad.dot"));
+}
