@@ -7,9 +7,11 @@
  * expects the value that one seed happened to give. */
 #include "litgrad_test.h"
 
+#include <dirent.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "init.h"
@@ -467,8 +469,8 @@ Test(stage06, program_conventions_for_help_usage_and_rules)
     run_program(&run, "stage-06", "--help");
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "usage: stage-06"));
-    run_program(&run, "stage-06", "--bogus");
-    cr_assert_eq(run.status, 2);
+    run_program(&run, "stage-06", "--help extra");
+    cr_assert_eq(run.status, 0, "--help wins over what follows");
     run_program(&run, "stage-06", "--fan-in 0");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--fan-in must be an integer in [1, 4096]: got '0'"));
@@ -478,13 +480,116 @@ Test(stage06, program_conventions_for_help_usage_and_rules)
                                  "multiple of 64"), "%s", run.output);
     run_program(&run, "stage-06", "--seed -1");
     cr_assert_eq(run.status, 2);
-    run_program(&run, "stage-06", "extra");
-    cr_assert_eq(run.status, 2);
-    cr_assert(strstr(run.output, "unexpected argument 'extra'"));
+}
+
+/* Every usage error: exit 2, one message in the program's words on standard error (none
+ * of getopt's own), and nothing at all on standard output. */
+Test(stage06, usage_errors_print_one_message_and_nothing_on_stdout)
+{
+    static const char *const cases[][2] = {
+        {"--bogus", "unknown option '--bogus'; try 'stage-06 --help'"},
+        {"-x", "unknown option '-x'; try 'stage-06 --help'"},
+        {"-xy", "unknown option '-x'; try 'stage-06 --help'"},
+        {"--help=3", "option '--help' takes no value; try 'stage-06 --help'"},
+        {"--seed", "option '--seed' needs a value; try 'stage-06 --help'"},
+        {"--fan-in 8 --figure-data", "option '--figure-data' needs a value; try 'stage-06 --help'"},
+        {"extra", "unexpected argument 'extra'; try 'stage-06 --help'"},
+        {"--seed 3 extra", "unexpected argument 'extra'; try 'stage-06 --help'"},
+        {"--figure-data ''", "--figure-data must name a directory: got ''"},
+        {"--figure-data=", "--figure-data must name a directory: got ''"},
+        {"--fan-in 0", "--fan-in must be an integer in [1, 4096]: got '0'"},
+    };
+    static ProgramRun run;
+    char want[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_program(&run, "stage-06", cases[i][0]);
+        snprintf(want, sizeof want, "stage-06: error: %s\n", cases[i][1]);
+        cr_assert_eq(run.status, 2, "%s: exit %d", cases[i][0], run.status);
+        cr_assert_str_eq(run.output, want, "%s", cases[i][0]);
+        run_program_stdout(&run, "stage-06", cases[i][0]);
+        cr_assert_str_eq(run.output, "", "%s: stdout must be empty", cases[i][0]);
+    }
+}
+
+/* The directory is checked before anything is computed or printed: exit 1, the path and
+ * the system's reason, an empty standard output. */
+Test(stage06, figure_directory_is_checked_before_the_experiments)
+{
+    static ProgramRun run;
     run_program(&run, "stage-06", "--figure-data /nonexistent/litgrad-06");
     cr_assert_eq(run.status, 1);
-    cr_assert(strstr(run.output, "cannot write the figure data file "
-                                 "/nonexistent/litgrad-06/fig-06-histogram.dat"), "%s", run.output);
+    cr_assert_str_eq(run.output, "stage-06: error: cannot write figure data into "
+                                 "/nonexistent/litgrad-06: No such file or directory\n");
+    run_program_stdout(&run, "stage-06", "--figure-data /nonexistent/litgrad-06");
+    cr_assert_str_eq(run.output, "", "nothing computed, nothing printed");
+    char file[] = "/tmp/litgrad-06-file-XXXXXX", args[256], want[256];
+    int fd = mkstemp(file);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    snprintf(args, sizeof args, "--figure-data %s", file);
+    run_program(&run, "stage-06", args);
+    snprintf(want, sizeof want, "stage-06: error: cannot write figure data into %s: Not a "
+                                "directory\n", file);
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, want);
+    unlink(file);
+    if (geteuid() != 0) { /* root may write anywhere */
+        char dir[] = "/tmp/litgrad-06-ro-XXXXXX";
+        cr_assert_not_null(mkdtemp(dir));
+        chmod(dir, 0500);
+        snprintf(args, sizeof args, "--figure-data %s", dir);
+        run_program(&run, "stage-06", args);
+        cr_assert_eq(run.status, 1);
+        cr_assert(strstr(run.output, "Permission denied"), "%s", run.output);
+        rmdir(dir);
+    }
+}
+
+/* A full standard output is a failure: exit 1 with the reason (the shell sends stderr to
+ * the pipe before stdout goes to /dev/full). */
+Test(stage06, a_report_that_cannot_be_written_exits_1)
+{
+    static ProgramRun run;
+    run_program(&run, "stage-06", "--fan-in 8 --samples 64 2>&1 >/dev/full; echo \"exit $?\"");
+    cr_assert_str_eq(run.output, "stage-06: error: cannot write the report to standard output: "
+                                 "No space left on device\nexit 1\n");
+    run_program(&run, "stage-06", "--help 2>&1 >/dev/full; echo \"exit $?\"");
+    cr_assert(strstr(run.output, "exit 1\n"), "%s", run.output);
+}
+
+static size_t count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* Nothing half-written: when the second data file cannot be put in place (a directory has
+ * its name) or the report cannot be written, no data file and no temporary file is left. */
+Test(stage06, a_failed_figure_run_leaves_no_data_file)
+{
+    char dir[] = "/tmp/litgrad-06-XXXXXX", args[256], blocker[256], want[512];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(blocker, sizeof blocker, "%s/fig-06-variance-fanin.dat", dir);
+    cr_assert_eq(mkdir(blocker, 0700), 0);
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    static ProgramRun run;
+    run_program(&run, "stage-06", args);
+    snprintf(want, sizeof want, "stage-06: error: cannot write %s: Is a directory\n", blocker);
+    cr_assert_eq(run.status, 1);
+    cr_assert(strstr(run.output, want), "%s", run.output);
+    cr_assert_eq(count_entries(dir), 1, "only the blocking directory is left");
+    rmdir(blocker);
+    snprintf(args, sizeof args, "--figure-data %s 2>&1 >/dev/full; echo \"exit $?\"", dir);
+    run_program(&run, "stage-06", args);
+    cr_assert(strstr(run.output, "cannot write the report to standard output: No space left on "
+                                 "device\nexit 1\n"), "%s", run.output);
+    cr_assert_eq(count_entries(dir), 0, "the report failed, so no data file either");
+    rmdir(dir);
 }
 
 static size_t count_lines(const char *path)
