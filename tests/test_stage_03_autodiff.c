@@ -35,8 +35,9 @@ static char *figure_text(const char *program, const char *file)
     return text;
 }
 
-/* The issue states micrograd's values "to 1e-9"; our quotients a/c and c/a round once
- * where micrograd's a * c**-1 rounds twice, so the last bits may differ. */
+/* micrograd's reference values (PyTorch's, as its test file checks), to 1e-9: our
+ * quotients a/c and c/a round once where micrograd's a * c**-1 rounds twice, so the last
+ * bits could differ (today they do not: the program prints the very same doubles). */
 #define MICROGRAD_TOLERANCE 1e-9
 
 static Tape *planned_tape(size_t nodes)
