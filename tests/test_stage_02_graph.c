@@ -373,6 +373,13 @@ Test(stage02, program_conventions_and_dot_output)
     cr_assert(strstr(run.output, "usage: stage-02"));
     run_program(&run, "stage-02", "--bogus");
     cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output,
+                     "stage-02: error: unknown option '--bogus'; try 'stage-02 --help'\n",
+                     "one message, not getopt's and then ours");
+    run_program(&run, "stage-02", "--figure-data");
+    cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output, "stage-02: error: option '--figure-data' needs a value; "
+                                 "try 'stage-02 --help'\n");
     run_program(&run, "stage-02", "extra");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "unexpected argument 'extra'"), "%s", run.output);
@@ -394,4 +401,56 @@ Test(stage02, figure_data_writes_the_neuron_dot)
     cr_assert(strstr(dot, "  v9 [label=\"o = tanh(n) | data 0.462117 | grad 0\"];\n"), "%s",
               dot);
     free(dot);
+}
+
+/* Usage errors and unusable figure directories: exit 2, a message naming the rule, and
+ * nothing at all on standard output. */
+Test(stage02, bad_command_lines_print_nothing_on_stdout)
+{
+    static const char *const bad[] = {
+        "--bogus", "-x", "--figure-data", "--figure-data ''", "--figure-data \"\"",
+        "--figure-data $(printf '%05000d' 0)", "--dot --figure-data /tmp", "extra",
+    };
+    ProgramRun run;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_program_stdout(&run, "stage-02", bad[i]);
+        cr_assert_eq(run.status, 2, "stage-02 %s", bad[i]);
+        cr_assert_str_eq(run.output, "", "stage-02 %s printed on stdout", bad[i]);
+    }
+    run_program_stdout(&run, "stage-02", "--figure-data /nonexistent/dir");
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, "");
+}
+
+Test(stage02, figure_directory_rules_are_named)
+{
+    ProgramRun run;
+    run_program(&run, "stage-02", "--figure-data ''");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "figure directory must not be empty"), "%s", run.output);
+    run_program(&run, "stage-02", "--figure-data $(printf '%05000d' 0)");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "figure path too long: need 5018 characters, limit 4095"),
+              "%s", run.output);
+    run_program(&run, "stage-02", "--dot --figure-data /tmp");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--dot and --figure-data exclude each other"), "%s",
+              run.output);
+}
+
+Test(stage02, figure_path_is_whole_or_refused)
+{
+    LgError err = LG_ERROR_INIT;
+    char out[16];
+    cr_assert_eq(graph_figure_path("dir", "f.dot", out, sizeof out, &err), LG_OK);
+    cr_assert_str_eq(out, "dir/f.dot");
+    cr_assert_eq(graph_figure_path("012345678", "f.dot", out, sizeof out, &err),
+                 LG_OK, "15 characters and the final zero: the largest that fits");
+    cr_assert_str_eq(out, "012345678/f.dot");
+    cr_assert_eq(graph_figure_path("0123456789", "f.dot", out, sizeof out, &err),
+                 LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "figure path too long: need 16 characters, limit 15");
+    cr_assert_str_eq(out, "", "nothing cut");
+    cr_assert_eq(graph_figure_path("", "f.dot", out, sizeof out, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(out, "");
 }

@@ -461,6 +461,13 @@ Test(stage03, program_conventions)
     cr_assert(strstr(run.output, "usage: stage-03"));
     run_program(&run, "stage-03", "--bogus");
     cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output,
+                     "stage-03: error: unknown option '--bogus'; try 'stage-03 --help'\n",
+                     "one message, not getopt's and then ours");
+    run_program(&run, "stage-03", "--chain");
+    cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output, "stage-03: error: option '--chain' needs a value; "
+                                 "try 'stage-03 --help'\n");
     run_program(&run, "stage-03", "--chain 0");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--chain must be an integer in [1, 134217727]: got '0'"),
@@ -483,4 +490,65 @@ Test(stage03, figure_data_draws_p0_as_x0_times_w0)
     cr_assert(strstr(dot, "  v6 [label=\"p1 = x1 * w1 | data -20 | grad "), "%s", dot);
     cr_assert(strstr(dot, "  v0 -> v5;\n  v1 -> v5;\n"), "%s", dot);
     free(dot);
+}
+
+/* Usage errors and unusable figure directories: exit 2, a message naming the rule, and
+ * nothing at all on standard output. */
+Test(stage03, bad_command_lines_print_nothing_on_stdout)
+{
+    static const char *const bad[] = {
+        "--bogus", "-x", "--chain", "--chain 0", "--chain 1x", "--figure-data ''",
+        "--figure-data $(printf '%05000d' 0)", "--figure-data /tmp --chain 3",
+        "--chain 3 --figure-data /tmp", "extra",
+    };
+    ProgramRun run;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_program_stdout(&run, "stage-03", bad[i]);
+        cr_assert_eq(run.status, 2, "stage-03 %s", bad[i]);
+        cr_assert_str_eq(run.output, "", "stage-03 %s printed on stdout", bad[i]);
+    }
+    run_program_stdout(&run, "stage-03", "--figure-data /nonexistent/dir");
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, "");
+}
+
+Test(stage03, figure_directory_rules_and_conflicts_are_named)
+{
+    ProgramRun run;
+    run_program(&run, "stage-03", "--figure-data ''");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "figure directory must not be empty"), "%s", run.output);
+    run_program(&run, "stage-03", "--figure-data $(printf '%05000d' 0)");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "figure path too long: need 5023 characters, limit 4095"),
+              "%s", run.output);
+    run_program(&run, "stage-03", "--chain 3 --figure-data /tmp");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--chain and --figure-data exclude each other"), "%s",
+              run.output);
+}
+
+/* Contracts before computation: with too little memory for the chain's tape the program
+ * fails before its first line, not after half of its examples. Allocations above 1 GB
+ * are made to fail: by a virtual-memory limit, or under AddressSanitizer (whose shadow
+ * needs far more address space than any limit) by its own allocation limit. */
+Test(stage03, too_little_memory_fails_before_anything_is_printed)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    const char *limit = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
+                        "allocator_may_return_null=1:max_allocation_size_mb=1024\"";
+#else
+    const char *limit = "ulimit -v 1048576 &&";
+#endif
+    char command[512];
+    snprintf(command, sizeof command, "%s %s/stage-03 --chain 100000000 2>/dev/null", limit,
+             LG_BIN_DIR);
+    FILE *pipe = popen(command, "r");
+    cr_assert_not_null(pipe);
+    char out[256];
+    size_t used = fread(out, 1, sizeof out - 1, pipe);
+    out[used] = '\0';
+    int raw = pclose(pipe);
+    cr_assert(WIFEXITED(raw) && WEXITSTATUS(raw) == 1, "%s: status %d", command, raw);
+    cr_assert_str_eq(out, "", "printed before failing: %s", out);
 }
