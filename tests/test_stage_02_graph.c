@@ -292,6 +292,36 @@ Test(stage02, a_missing_operand_is_a_programmer_error, .signal = SIGABRT,
     value_op(t, VALUE_MUL, a, NULL, 0.0);
 }
 
+/* A Value * kept across tape_reset points at a forgotten slot; here the slot the next
+ * node goes to, so the node would be its own parent. value_op refuses it. */
+Test(stage02, a_parent_forgotten_by_tape_reset_is_a_programmer_error, .signal = SIGABRT,
+     .init = cr_redirect_stderr)
+{
+    Tape *t = planned_tape(3);
+    value_new(t, 1.0);
+    Value *stale = value_new(t, 2.0); /* position 1 */
+    tape_reset(t);
+    Value *x = value_new(t, 3.0);     /* position 0; the next node is written at 1 */
+    value_add(t, x, stale);
+}
+
+/* What the assertion lets through: parents on another tape, and a pointer to a slot that
+ * has been written again (it names the new node, which precedes its child). */
+Test(stage02, parents_elsewhere_or_rewritten_are_accepted)
+{
+    Tape *t = planned_tape(3), *other = planned_tape(1);
+    Value *w = value_new(other, 2.0);
+    Value *old = value_new(t, 1.0);
+    tape_reset(t);
+    Value *x = value_new(t, 3.0);
+    cr_assert_eq(old, x, "the same slot");
+    Value *y = value_mul(t, old, w);
+    cr_assert_eq(y->data, 6.0);
+    cr_assert_eq(tape_position(t, y), 1);
+    tape_free(&t);
+    tape_free(&other);
+}
+
 Test(stage02, nodes_are_described_by_their_forms)
 {
     Tape *t = planned_tape(8);
