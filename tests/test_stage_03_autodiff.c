@@ -153,7 +153,31 @@ Test(stage03, micrograd_second_check)
     tape_free(&t);
 }
 
-/* The example: leaves add once per call, interior grads are recomputed. */
+/* The text: backward and the gradient check allocate nothing. With the next allocation
+ * armed to fail, both still succeed, and the failure is still pending afterwards: no
+ * allocation was attempted in between. */
+Test(stage03, backward_and_the_gradient_check_allocate_nothing)
+{
+    Tape *t = planned_tape(27);
+    Value *a = value_new(t, -4.0), *b = value_new(t, 2.0);
+    Value *g = micrograd_second(t, a, b);
+    LgError err = LG_ERROR_INIT;
+    GradientCheck check;
+    Value *inputs[] = {a, b};
+    mem_fail_at(1);
+    value_backward(t, g);
+    LgStatus status = value_check_gradient(t, g, inputs, 2, &check, &err);
+    Tape *probe = tape_new(1, &err);
+    mem_fail_at(0);
+    cr_assert_null(probe, "the armed failure was consumed: something allocated");
+    cr_assert_eq(err.status, LG_ERR_ALLOC);
+    cr_assert_eq(status, LG_OK);
+    cr_assert_leq(check.error, GRADCHECK_TOLERANCE);
+    cr_assert_float_eq(b->grad, 645.5772594752186, MICROGRAD_TOLERANCE);
+    tape_free(&t);
+}
+
+/* The example of the text: leaves add once per call, interior grads are recomputed. */
 Test(stage03, backward_twice_adds_leaves_once_per_call_and_never_compounds)
 {
     Tape *t = planned_tape(5);
