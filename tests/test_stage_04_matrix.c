@@ -151,6 +151,31 @@ Test(stage04, the_seed_linear_gives_minus_14_with_three_nodes)
     tape_free(&params);
 }
 
+/* The seed's gradient through linear_forward: y = x0 w0 + x1 w1 = -14, so after
+ * value_backward dy/dx = w = (2, 5) and dy/dW = x = (3, -4), exactly. The parameters live
+ * on their own tape and are reached through parent pointers (Stage 03, "Two tapes"). */
+Test(stage04, the_seed_gradient_flows_through_linear_forward)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *params = new_tape(4), *graph = new_tape(3);
+    Matrix *x = leaves(params, 1, 2, (const double[]){3.0, -4.0});
+    Matrix *w = leaves(params, 1, 2, (const double[]){2.0, 5.0});
+    Matrix *y = linear_forward(graph, x, w, NULL, &err);
+    cr_assert_not_null(y, "%s", err.message);
+    cr_assert_eq(matrix_at(y, 0, 0)->data, -14.0);
+    value_backward(graph, matrix_at(y, 0, 0));
+    cr_assert_eq(matrix_at(x, 0, 0)->grad, 2.0, "dy/dx0 = w0");
+    cr_assert_eq(matrix_at(x, 0, 1)->grad, 5.0, "dy/dx1 = w1");
+    cr_assert_eq(matrix_at(w, 0, 0)->grad, 3.0, "dy/dW0 = x0");
+    cr_assert_eq(matrix_at(w, 0, 1)->grad, -4.0, "dy/dW1 = x1");
+    cr_assert_eq(matrix_at(y, 0, 0)->grad, 1.0);
+    matrix_free(&y);
+    matrix_free(&w);
+    matrix_free(&x);
+    tape_free(&graph);
+    tape_free(&params);
+}
+
 /* The text fixes the order: s = x0 W0, s = s + xi Wi for i = 1.., then s + b. Each output
  * is recomputed in that order with doubles and compared exactly (==). The data are not
  * binary fractions here, so a different order would show up in the last bits. */
