@@ -456,8 +456,10 @@ Test(stage05, program_prints_planned_and_counted_nodes)
     run_program(&run, "stage-05", "");
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "DIFFER") == NULL, "%s", run.output);
-    cr_assert(strstr(run.output, "      2      3      4    no        40        40        40"
-                                 "        40") != NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "         T      C_in     C_out  bias   planned      tape"
+                                 "      hook      walk\n") != NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "         2         3         4    no        40        40"
+                                 "        40        40\n") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "T = 2: 40 + 8 + 28 = 76 planned; hook 76; walk from y 76;"
                                  " output (2, 2)") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "the bias adds 12 nodes") != NULL, "%s", run.output);
@@ -476,41 +478,99 @@ Test(stage05, program_prints_planned_and_counted_nodes)
     }
 }
 
-Test(stage05, program_checks_its_options_and_budgets)
+/* The head and a row of the table have the same length, and so the same column ends,
+ * whatever the number of digits (up to the plan limit's eight). */
+Test(stage05, program_table_columns_stay_aligned_for_large_sizes)
+{
+    ProgramRun run;
+    run_program(&run, "stage-05", "--batch 1 --in 1 --out 123456");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    const char *head = run.output, *row = strchr(head, '\n');
+    cr_assert_not_null(row);
+    row++;
+    const char *row_end = strchr(row, '\n');
+    cr_assert_not_null(row_end);
+    cr_assert_eq(row_end - row, row - 1 - head, "head and row differ in length:\n%s",
+                 run.output);
+    cr_assert(strstr(row, "    123456    no    123456    123456    123456    123456\n") != NULL,
+              "%s", run.output);
+}
+
+/* Usage errors exit 2 with the program's message on standard error and nothing on standard
+ * output; getopt's own messages are silenced. */
+Test(stage05, program_checks_its_options)
 {
     ProgramRun run;
     run_program(&run, "stage-05", "--help");
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "usage: stage-05") != NULL);
-    run_program(&run, "stage-05", "--bogus");
-    cr_assert_eq(run.status, 2, "%s", run.output);
-    run_program(&run, "stage-05", "--node-budget");
-    cr_assert_eq(run.status, 2, "%s", run.output);
-    static const char *const bad[] = {"3.0", "1e3", "0", "-1", "18446744073709551616", "x"};
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        char args[64];
-        snprintf(args, sizeof args, "--in %s", bad[k]);
-        run_program(&run, "stage-05", args);
-        cr_assert_eq(run.status, 2, "--in %s: %s", bad[k], run.output);
+    cr_assert(strstr(run.output, "as size_t allows") == NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "A run may plan at most 16777216 nodes") != NULL, "%s",
+              run.output);
+    static const char *const usage_errors[][2] = {
+        {"--bogus", "stage-05: error: unknown option '--bogus'; try 'stage-05 --help'"},
+        {"--node-budget", "stage-05: error: option '--node-budget' needs a value"},
+        {"--batch 2 extra", "stage-05: error: unexpected argument 'extra'"},
+        {"--node-budget -1", "stage-05: error: --node-budget must be an integer in [0, "},
+        {"--in 3.0", "stage-05: error: --in must be an integer in [1, "},
+        {"--in 1e3", "--in must be an integer"},
+        {"--in 0", "--in must be an integer"},
+        {"--in -1", "--in must be an integer"},
+        {"--in 18446744073709551616", "--in must be an integer"},
+        {"--in x", "--in must be an integer"},
+    };
+    for (size_t k = 0; k < sizeof usage_errors / sizeof usage_errors[0]; k++) {
+        run_program(&run, "stage-05", usage_errors[k][0]);
+        cr_assert_eq(run.status, 2, "%s: %s", usage_errors[k][0], run.output);
+        cr_assert(strstr(run.output, usage_errors[k][1]) != NULL, "%s", run.output);
+        cr_assert(strstr(run.output, "unrecognized") == NULL, "%s", run.output);
+        run_program_stdout(&run, "stage-05", usage_errors[k][0]);
+        cr_assert_eq(run.status, 2);
+        cr_assert_str_eq(run.output, "", "%s: nothing on standard output", usage_errors[k][0]);
     }
-    run_program(&run, "stage-05", "--node-budget -1");
-    cr_assert_eq(run.status, 2, "%s", run.output);
-    run_program(&run, "stage-05", "--batch 1 --in 3 --out 4 --node-budget 19");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "node budget exceeded: need 20, limit 19; 0 operations written")
-              != NULL, "%s", run.output);
+}
+
+/* A broken rule: exit 1, the rule and its numbers on standard error, nothing on standard
+ * output. */
+static void expect_rule(const char *args, const char *message)
+{
+    ProgramRun run;
+    run_program(&run, "stage-05", args);
+    cr_assert_eq(run.status, 1, "%s: %s", args, run.output);
+    cr_assert(strstr(run.output, message) != NULL, "%s: %s", args, run.output);
+    run_program_stdout(&run, "stage-05", args);
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, "", "%s: nothing on standard output", args);
+}
+
+Test(stage05, program_checks_budgets_and_counts)
+{
+    ProgramRun run;
+    expect_rule("--batch 1 --in 3 --out 4 --node-budget 19",
+                "stage-05: error: node budget exceeded: need 20, limit 19; 0 operations written");
     run_program(&run, "stage-05", "--batch 1 --in 3 --out 4 --node-budget 20");
     cr_assert_eq(run.status, 0, "%s", run.output);
-    cr_assert(strstr(run.output, "      1      3      4    no        20        20        20"
-                                 "        20") != NULL, "%s", run.output);
-    run_program(&run, "stage-05", "--batch 1 --in 4294967296 --out 4294967296 --bias");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "node count overflows: T = 1, C_in = 4294967296, C_out = "
-                                 "4294967296, bias 1") != NULL, "%s", run.output);
-    run_program(&run, "stage-05", "--batch 100000 --in 100000 --out 1");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "shape of x too large") != NULL, "%s", run.output);
-    run_program(&run, "stage-05", "--batch 8192 --in 64 --out 1024");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "tape capacity exceeded") != NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "         1         3         4    no        20        20"
+                                 "        20        20") != NULL, "%s", run.output);
+    expect_rule("--batch 1 --in 4294967296 --out 4294967296 --bias",
+                "node count overflows: T = 1, C_in = 4294967296, C_out = 4294967296, bias 1");
+    expect_rule("--batch 100000 --in 100000 --out 1", "shape of x too large");
+}
+
+/* Legal sizes whose plan is gigabytes are refused before anything is allocated, in terms of
+ * the plan, never of a tape capacity the user did not set. */
+Test(stage05, program_refuses_a_plan_over_the_limit_before_allocating)
+{
+    expect_rule("--batch 1 --in 2 --out 44739242",
+                "stage-05: error: plan limit exceeded: the plan needs 223696212 nodes (13.0 GB),"
+                " limit 16777216\n");
+    expect_rule("--batch 1 --in 1 --out 134217728",
+                "plan limit exceeded: the plan needs 268435457 nodes (16.2 GB), limit 16777216");
+    expect_rule("--batch 8192 --in 64 --out 1024", "plan limit exceeded: the plan needs");
+    /* x (1, 1), W (C_out, 1): 2 C_out + 1 leaves and nodes; C_out = 8388608 is one over */
+    expect_rule("--batch 1 --in 1 --out 8388608",
+                "plan limit exceeded: the plan needs 16777217 nodes");
+    ProgramRun run;
+    run_program(&run, "stage-05", "--batch 1 --in 1 --out 134217728");
+    cr_assert(strstr(run.output, "tape capacity") == NULL, "%s", run.output);
 }
