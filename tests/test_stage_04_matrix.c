@@ -151,6 +151,31 @@ Test(stage04, the_seed_linear_gives_minus_14_with_three_nodes)
     tape_free(&params);
 }
 
+/* The seed's gradient through linear_forward: y = x0 w0 + x1 w1 = -14, so after
+ * value_backward dy/dx = w = (2, 5) and dy/dW = x = (3, -4), exactly. The parameters live
+ * on their own tape and are reached through parent pointers (Stage 03, "Two tapes"). */
+Test(stage04, the_seed_gradient_flows_through_linear_forward)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *params = new_tape(4), *graph = new_tape(3);
+    Matrix *x = leaves(params, 1, 2, (const double[]){3.0, -4.0});
+    Matrix *w = leaves(params, 1, 2, (const double[]){2.0, 5.0});
+    Matrix *y = linear_forward(graph, x, w, NULL, &err);
+    cr_assert_not_null(y, "%s", err.message);
+    cr_assert_eq(matrix_at(y, 0, 0)->data, -14.0);
+    value_backward(graph, matrix_at(y, 0, 0));
+    cr_assert_eq(matrix_at(x, 0, 0)->grad, 2.0, "dy/dx0 = w0");
+    cr_assert_eq(matrix_at(x, 0, 1)->grad, 5.0, "dy/dx1 = w1");
+    cr_assert_eq(matrix_at(w, 0, 0)->grad, 3.0, "dy/dW0 = x0");
+    cr_assert_eq(matrix_at(w, 0, 1)->grad, -4.0, "dy/dW1 = x1");
+    cr_assert_eq(matrix_at(y, 0, 0)->grad, 1.0);
+    matrix_free(&y);
+    matrix_free(&w);
+    matrix_free(&x);
+    tape_free(&graph);
+    tape_free(&params);
+}
+
 /* The text fixes the order: s = x0 W0, s = s + xi Wi for i = 1.., then s + b. Each output
  * is recomputed in that order with doubles and compared exactly (==). The data are not
  * binary fractions here, so a different order would show up in the last bits. */
@@ -482,18 +507,52 @@ Test(stage04, program_demonstrates_the_stage)
     }
 }
 
+/* A refused size is shown with the rule it breaks, not a bare status; the alias is a
+ * forward reference to Stage 07; legal sizes with a plan of gigabytes are refused. */
+Test(stage04, program_names_the_rule_of_each_refusal)
+{
+    ProgramRun run;
+    run_program(&run, "stage-04", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    static const char *const rules[] = {
+        "--batch 3.0\n    -> invalid: --batch must be an integer in [1, 1024]: got '3.0'",
+        "--batch 18446744073709551616\n    -> invalid: --batch must be an integer in [1, 1024]:",
+        "--batch 1024 --in 64 --out 1024 (each size legal)\n    -> budget: plan limit exceeded: "
+        "the plan needs 133300224 nodes (6.4 GB), limit 16777216",
+        "a shape check cannot see it; Stage 07's seal will refuse it",
+    };
+    for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++)
+        cr_assert(strstr(run.output, rules[k]) != NULL, "missing: %s\n%s", rules[k],
+                  run.output);
+    cr_assert(strstr(run.output, "Stage 07's seal refuses it") == NULL, "not yet written");
+}
+
+/* Usage errors: exit 2, a message on standard error in the program's words, nothing on
+ * standard output. */
 Test(stage04, program_checks_its_options)
 {
     ProgramRun run;
     run_program(&run, "stage-04", "--help");
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "usage: stage-04") != NULL);
-    run_program(&run, "stage-04", "--bogus");
-    cr_assert_eq(run.status, 2, "%s", run.output);
-    run_program(&run, "stage-04", "--batch");
-    cr_assert_eq(run.status, 2, "%s", run.output);
-    run_program(&run, "stage-04", "--batch 2 extra");
-    cr_assert_eq(run.status, 2, "%s", run.output);
+    cr_assert(strstr(run.output, "A run may plan at most 16777216 nodes") != NULL, "%s",
+              run.output);
+    static const char *const usage_errors[][2] = {
+        {"--bogus", "stage-04: error: unknown option '--bogus'; try 'stage-04 --help'"},
+        {"--batch", "stage-04: error: option '--batch' needs a value"},
+        {"--batch 2 extra", "stage-04: error: unexpected argument 'extra'"},
+        {"--capacity 0", "stage-04: error: --capacity must be an integer in [1, 134217728]"},
+    };
+    for (size_t k = 0; k < sizeof usage_errors / sizeof usage_errors[0]; k++) {
+        run_program(&run, "stage-04", usage_errors[k][0]);
+        cr_assert_eq(run.status, 2, "%s: %s", usage_errors[k][0], run.output);
+        cr_assert(strstr(run.output, usage_errors[k][1]) != NULL, "%s", run.output);
+        cr_assert(strstr(run.output, "unrecognized") == NULL, "getopt's own message: %s",
+                  run.output);
+        run_program_stdout(&run, "stage-04", usage_errors[k][0]);
+        cr_assert_eq(run.status, 2);
+        cr_assert_str_eq(run.output, "", "%s: nothing on standard output", usage_errors[k][0]);
+    }
     static const char *const bad[] = {"3.0", "1e3", "0", "-1", "+3", "1025",
                                       "18446744073709551616", "''"};
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
@@ -503,9 +562,22 @@ Test(stage04, program_checks_its_options)
         cr_assert_eq(run.status, 2, "--in %s: %s", bad[k], run.output);
         cr_assert(strstr(run.output, "--in must be an integer in [1, 1024]") != NULL, "%s",
                   run.output);
+        run_program_stdout(&run, "stage-04", args);
+        cr_assert_str_eq(run.output, "", "--in %s: nothing on standard output", bad[k]);
     }
-    run_program(&run, "stage-04", "--capacity 0");
-    cr_assert_eq(run.status, 2, "%s", run.output);
+}
+
+/* A broken rule: exit 1, the rule and its numbers on standard error, nothing on standard
+ * output, nothing allocated first. */
+static void expect_rule(const char *args, const char *message)
+{
+    ProgramRun run;
+    run_program(&run, "stage-04", args);
+    cr_assert_eq(run.status, 1, "%s: %s", args, run.output);
+    cr_assert(strstr(run.output, message) != NULL, "%s: %s", args, run.output);
+    run_program_stdout(&run, "stage-04", args);
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, "", "%s: nothing on standard output", args);
 }
 
 Test(stage04, program_runs_one_linear_and_refuses_a_short_tape)
@@ -517,12 +589,25 @@ Test(stage04, program_runs_one_linear_and_refuses_a_short_tape)
     run_program(&run, "stage-04", "--bias");
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "graph tape: 48 of 48 nodes written") != NULL, "%s", run.output);
-    run_program(&run, "stage-04", "--bias --capacity 47");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "tape capacity exceeded: need 48 nodes, 47 free of 47") != NULL,
-              "%s", run.output);
-    run_program(&run, "stage-04", "--batch 1024 --in 1024 --out 1024");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "need 2146435072 nodes, 134217728 free") != NULL, "%s",
+    expect_rule("--bias --capacity 47", "tape capacity exceeded: need 48 nodes, 47 free of 47");
+}
+
+/* Legal sizes whose plan is gigabytes are refused before anything is allocated: the plan
+ * counts the leaves and the graph tape's capacity (2^24 nodes at most). */
+Test(stage04, program_refuses_a_plan_over_the_limit_before_allocating)
+{
+    expect_rule("--batch 1024 --in 64 --out 1024",
+                "stage-04: error: plan limit exceeded: the plan needs 133300224 nodes (6.4 GB),"
+                " limit 16777216\n");
+    expect_rule("--batch 1024 --in 1024 --out 1024",
+                "plan limit exceeded: the plan needs 2148532224 nodes (103.2 GB)");
+    /* 18 leaves (x (2, 3), W (4, 3)) and a graph tape of 16777199: one node over */
+    expect_rule("--capacity 16777199",
+                "plan limit exceeded: the plan needs 16777217 nodes (0.8 GB), limit 16777216");
+    expect_rule("--capacity 134217728", "the plan needs 134217746 nodes (6.4 GB)");
+    ProgramRun run;
+    run_program(&run, "stage-04", "--batch 64 --in 64 --out 64");
+    cr_assert_eq(run.status, 0, "a plan of 528384 nodes is within the limit: %s", run.output);
+    cr_assert(strstr(run.output, "graph tape: 520192 of 520192 nodes written") != NULL, "%s",
               run.output);
 }

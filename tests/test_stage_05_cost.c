@@ -113,45 +113,35 @@ Test(stage05, the_relu_closed_form_equals_its_counts)
     tape_free(&params);
 }
 
-/* The seed's 3 -> 4 -> 2 network, planned as a whole and then run with the _into forms,
- * as the program does (and Stage 07 will, for any depth). */
+/* The seed's 3 -> 4 -> 2 network through the library's cost_mlp_forward, the function the
+ * program runs too (Stage 07 will do the same for any depth). */
 typedef struct Mlp {
-    size_t fc1, relu, fc2, planned, hook, walk;
+    CostMlpPlan plan;
+    size_t hook, walk, blocks_left;
     Shape output;
     LgStatus status;
 } Mlp;
 
 static Mlp run_mlp(size_t T, int bias, size_t limit, LgError *err)
 {
-    Mlp m = {0, 0, 0, 0, 0, 0, {0, 0}, LG_OK};
-    cr_assert_eq(cost_linear_nodes(T, 3, 4, bias, &m.fc1, err), LG_OK);
-    cr_assert_eq(cost_relu_nodes(T, 4, &m.relu, err), LG_OK);
-    cr_assert_eq(cost_linear_nodes(T, 4, 2, bias, &m.fc2, err), LG_OK);
-    cr_assert_eq(cost_add_nodes(&m.planned, m.fc1, err), LG_OK);
-    cr_assert_eq(cost_add_nodes(&m.planned, m.relu, err), LG_OK);
-    cr_assert_eq(cost_add_nodes(&m.planned, m.fc2, err), LG_OK);
+    Mlp m = {{0, 0, 0, 0}, 0, 0, 0, {0, 0}, LG_OK};
     Tape *params = new_tape(64), *graph = new_tape(256);
     Matrix *x = leaves(params, T, 3), *w1 = leaves(params, 4, 3), *w2 = leaves(params, 2, 4);
     Vector *b1 = bias ? vector_new_leaves(params, 4, NULL, "b1", err) : NULL;
     Vector *b2 = bias ? vector_new_leaves(params, 2, NULL, "b2", err) : NULL;
     size_t blocks = mem_live_blocks(), hook = value_nodes_written;
-    m.status = cost_check_budget("node budget", m.planned, limit, err);
-    if (m.status == LG_OK) {
-        cr_assert_eq(tape_require(graph, m.planned, err), LG_OK);
-        Matrix *h = matrix_new((Shape){T, 4}, "h", err), *r = matrix_new((Shape){T, 4}, "r", err);
-        Matrix *y = matrix_new((Shape){T, 2}, "y", err);
-        linear_forward_into(graph, x, w1, b1, h);
-        matrix_relu_into(graph, h, r);
-        linear_forward_into(graph, r, w2, b2, y);
+    Matrix *y = cost_mlp_forward(graph, x, w1, b1, w2, b2, limit, &m.plan, err);
+    m.hook = value_nodes_written - hook;
+    if (y != NULL) {
+        cr_assert_eq(mem_live_blocks(), blocks + 2, "y and nothing else is left: h, relu(h)"
+                     " are freed");
         m.walk = walk(graph, y).operations;
         m.output = matrix_shape(y);
         matrix_free(&y);
-        matrix_free(&r);
-        matrix_free(&h);
     } else {
-        cr_assert_eq(mem_live_blocks(), blocks, "nothing allocated before a refused budget");
+        m.status = err->status;
+        m.blocks_left = mem_live_blocks() - blocks;
     }
-    m.hook = value_nodes_written - hook;
     cr_assert_eq(tape_count(graph), m.hook, "every node written went on the graph tape");
     vector_free(&b2);
     vector_free(&b1);
@@ -168,20 +158,21 @@ Test(stage05, the_seed_network_costs_40_8_28_and_76_exactly)
     LgError err = LG_ERROR_INIT;
     Mlp m = run_mlp(2, 0, SIZE_MAX, &err);
     cr_assert_eq(m.status, LG_OK, "%s", err.message);
-    cr_assert(m.fc1 == 40 && m.relu == 8 && m.fc2 == 28 && m.planned == 76);
+    cr_assert(m.plan.fc1 == 40 && m.plan.relu == 8 && m.plan.fc2 == 28 && m.plan.total == 76);
     cr_assert_eq(m.hook, 76);
     cr_assert_eq(m.walk, 76, "counted from the output");
     cr_assert(m.output.rows == 2 && m.output.cols == 2);
     Mlp one = run_mlp(1, 0, SIZE_MAX, &err);
-    cr_assert(one.fc1 == 20 && one.relu == 4 && one.fc2 == 14 && one.planned == 38);
+    cr_assert(one.plan.fc1 == 20 && one.plan.relu == 4 && one.plan.fc2 == 14 &&
+              one.plan.total == 38);
     cr_assert(one.hook == 38 && one.walk == 38);
     Mlp with_bias = run_mlp(2, 1, SIZE_MAX, &err);
-    cr_assert_eq(with_bias.planned - m.planned, 12, "Delta G = T (4 + 2) = 12");
+    cr_assert_eq(with_bias.plan.total - m.plan.total, 12, "Delta G = T (4 + 2) = 12");
     cr_assert(with_bias.hook == 88 && with_bias.walk == 88);
 }
 
 /* The seed: a node budget of 37 fails after 0 scalar operations; 38 succeeds with exactly
- * 38 and output shape (1, 2). */
+ * 38 and output shape (1, 2). The library's code is exercised, not a copy of it. */
 Test(stage05, a_budget_one_short_does_nothing_and_an_exact_budget_is_used_exactly)
 {
     LgError err = LG_ERROR_INIT;
@@ -189,10 +180,74 @@ Test(stage05, a_budget_one_short_does_nothing_and_an_exact_budget_is_used_exactl
     cr_assert_eq(short_by_one.status, LG_ERR_BUDGET);
     cr_assert_str_eq(err.message, "node budget exceeded: need 38, limit 37");
     cr_assert_eq(short_by_one.hook, 0, "0 scalar operations");
+    cr_assert_eq(short_by_one.blocks_left, 0, "nothing allocated");
+    cr_assert_eq(short_by_one.plan.total, 38, "the refused plan is reported");
     Mlp exact = run_mlp(1, 0, 38, &err);
     cr_assert_eq(exact.status, LG_OK, "%s", err.message);
     cr_assert_eq(exact.hook, 38);
     cr_assert(exact.output.rows == 1 && exact.output.cols == 2);
+}
+
+/* Contracts before computation: a refused budget is found before the first allocation is
+ * even attempted (an armed mem_fail_at(1) does not fire), and a tape one node short, a
+ * shape mismatch and every allocation failure leave no node and no block. */
+Test(stage05, the_network_forward_refuses_before_allocating_anything)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *params = new_tape(64), *graph = new_tape(38), *short_tape = new_tape(37);
+    Matrix *x = leaves(params, 1, 3), *w1 = leaves(params, 4, 3), *w2 = leaves(params, 2, 4);
+    size_t blocks = mem_live_blocks(), hook = value_nodes_written;
+    CostMlpPlan plan = {0, 0, 0, 0};
+    mem_fail_at(1);
+    cr_assert_null(cost_mlp_forward(graph, x, w1, NULL, w2, NULL, 37, &plan, &err));
+    mem_fail_at(0);
+    cr_assert_eq(err.status, LG_ERR_BUDGET, "no allocation before the budget: %s", err.message);
+    cr_assert_eq(mem_live_blocks(), blocks);
+    cr_assert_eq(value_nodes_written, hook);
+    cr_assert_eq(tape_count(graph), 0);
+    cr_assert(plan.fc1 == 20 && plan.relu == 4 && plan.fc2 == 14 && plan.total == 38);
+    cr_assert_null(cost_mlp_forward(short_tape, x, w1, NULL, w2, NULL, 38, &plan, &err));
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 38 nodes, 37 free of 37");
+    cr_assert_null(cost_mlp_forward(graph, x, w1, NULL, w1, NULL, 38, &plan, &err));
+    cr_assert_str_eq(err.message, "shape mismatch: x has 4 columns, W expects 3");
+    cr_assert_eq(mem_live_blocks(), blocks);
+    cr_assert_eq(value_nodes_written, hook);
+    size_t k = 1;
+    for (;; k++) {
+        mem_fail_at(k);
+        Matrix *y = cost_mlp_forward(graph, x, w1, NULL, w2, NULL, 38, &plan, &err);
+        mem_fail_at(0);
+        if (y != NULL) {
+            cr_assert_eq(value_nodes_written - hook, 38);
+            matrix_free(&y);
+            break;
+        }
+        cr_assert_eq(err.status, LG_ERR_ALLOC);
+        cr_assert_eq(mem_live_blocks(), blocks, "allocation %zu", k);
+        cr_assert_eq(value_nodes_written, hook, "allocation %zu", k);
+    }
+    cr_assert_eq(k, 7, "three matrices of two blocks each");
+    matrix_free(&w2);
+    matrix_free(&w1);
+    matrix_free(&x);
+    tape_free(&short_tape);
+    tape_free(&graph);
+    tape_free(&params);
+}
+
+/* cost_mlp_plan from bare sizes: the seed's numbers, and its errors. */
+Test(stage05, the_network_plan_is_three_closed_forms)
+{
+    LgError err = LG_ERROR_INIT;
+    CostMlpPlan plan = {1, 2, 3, 4};
+    cr_assert_eq(cost_mlp_plan(2, 3, 4, 2, 1, &plan, &err), LG_OK);
+    cr_assert(plan.fc1 == 48 && plan.relu == 8 && plan.fc2 == 32 && plan.total == 88);
+    cr_assert_eq(cost_mlp_plan(2, 3, 0, 2, 0, &plan, &err), LG_ERR_SHAPE);
+    cr_assert_eq(cost_mlp_plan(1, 1, SIZE_MAX / 2, 1, 0, &plan, &err), LG_ERR_OVERFLOW,
+                 "each count fits, their sum does not");
+    cr_assert_str_eq(err.message, "node count overflows: 18446744073709551614 + "
+                                  "18446744073709551613");
+    cr_assert_eq(plan.total, 88, "*plan written only on success");
 }
 
 Test(stage05, the_budgeted_linear_refuses_before_the_first_node)
@@ -401,13 +456,16 @@ Test(stage05, program_prints_planned_and_counted_nodes)
     run_program(&run, "stage-05", "");
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "DIFFER") == NULL, "%s", run.output);
-    cr_assert(strstr(run.output, "      2      3      4    no        40        40        40"
-                                 "        40") != NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "         T      C_in     C_out  bias   planned      tape"
+                                 "      hook      walk\n") != NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "         2         3         4    no        40        40"
+                                 "        40        40\n") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "T = 2: 40 + 8 + 28 = 76 planned; hook 76; walk from y 76;"
                                  " output (2, 2)") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "the bias adds 12 nodes") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "budget 37: plan 20 + 4 + 14 = 38 -> node budget exceeded: "
-                                 "need 38, limit 37; 0 operations") != NULL, "%s", run.output);
+                                 "need 38, limit 37; 0 nodes written\n") != NULL, "%s",
+              run.output);
     cr_assert(strstr(run.output, "budget 38: plan 20 + 4 + 14 = 38 -> output (1, 2) after 38 "
                                  "operations, walk 38") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "C_in = 4294967296, C_out = 4294967296, bias 1") != NULL);
@@ -420,41 +478,99 @@ Test(stage05, program_prints_planned_and_counted_nodes)
     }
 }
 
-Test(stage05, program_checks_its_options_and_budgets)
+/* The head and a row of the table have the same length, and so the same column ends,
+ * whatever the number of digits (up to the plan limit's eight). */
+Test(stage05, program_table_columns_stay_aligned_for_large_sizes)
+{
+    ProgramRun run;
+    run_program(&run, "stage-05", "--batch 1 --in 1 --out 123456");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    const char *head = run.output, *row = strchr(head, '\n');
+    cr_assert_not_null(row);
+    row++;
+    const char *row_end = strchr(row, '\n');
+    cr_assert_not_null(row_end);
+    cr_assert_eq(row_end - row, row - 1 - head, "head and row differ in length:\n%s",
+                 run.output);
+    cr_assert(strstr(row, "    123456    no    123456    123456    123456    123456\n") != NULL,
+              "%s", run.output);
+}
+
+/* Usage errors exit 2 with the program's message on standard error and nothing on standard
+ * output; getopt's own messages are silenced. */
+Test(stage05, program_checks_its_options)
 {
     ProgramRun run;
     run_program(&run, "stage-05", "--help");
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "usage: stage-05") != NULL);
-    run_program(&run, "stage-05", "--bogus");
-    cr_assert_eq(run.status, 2, "%s", run.output);
-    run_program(&run, "stage-05", "--node-budget");
-    cr_assert_eq(run.status, 2, "%s", run.output);
-    static const char *const bad[] = {"3.0", "1e3", "0", "-1", "18446744073709551616", "x"};
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
-        char args[64];
-        snprintf(args, sizeof args, "--in %s", bad[k]);
-        run_program(&run, "stage-05", args);
-        cr_assert_eq(run.status, 2, "--in %s: %s", bad[k], run.output);
+    cr_assert(strstr(run.output, "as size_t allows") == NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "A run may plan at most 16777216 nodes") != NULL, "%s",
+              run.output);
+    static const char *const usage_errors[][2] = {
+        {"--bogus", "stage-05: error: unknown option '--bogus'; try 'stage-05 --help'"},
+        {"--node-budget", "stage-05: error: option '--node-budget' needs a value"},
+        {"--batch 2 extra", "stage-05: error: unexpected argument 'extra'"},
+        {"--node-budget -1", "stage-05: error: --node-budget must be an integer in [0, "},
+        {"--in 3.0", "stage-05: error: --in must be an integer in [1, "},
+        {"--in 1e3", "--in must be an integer"},
+        {"--in 0", "--in must be an integer"},
+        {"--in -1", "--in must be an integer"},
+        {"--in 18446744073709551616", "--in must be an integer"},
+        {"--in x", "--in must be an integer"},
+    };
+    for (size_t k = 0; k < sizeof usage_errors / sizeof usage_errors[0]; k++) {
+        run_program(&run, "stage-05", usage_errors[k][0]);
+        cr_assert_eq(run.status, 2, "%s: %s", usage_errors[k][0], run.output);
+        cr_assert(strstr(run.output, usage_errors[k][1]) != NULL, "%s", run.output);
+        cr_assert(strstr(run.output, "unrecognized") == NULL, "%s", run.output);
+        run_program_stdout(&run, "stage-05", usage_errors[k][0]);
+        cr_assert_eq(run.status, 2);
+        cr_assert_str_eq(run.output, "", "%s: nothing on standard output", usage_errors[k][0]);
     }
-    run_program(&run, "stage-05", "--node-budget -1");
-    cr_assert_eq(run.status, 2, "%s", run.output);
-    run_program(&run, "stage-05", "--batch 1 --in 3 --out 4 --node-budget 19");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "node budget exceeded: need 20, limit 19; 0 operations written")
-              != NULL, "%s", run.output);
+}
+
+/* A broken rule: exit 1, the rule and its numbers on standard error, nothing on standard
+ * output. */
+static void expect_rule(const char *args, const char *message)
+{
+    ProgramRun run;
+    run_program(&run, "stage-05", args);
+    cr_assert_eq(run.status, 1, "%s: %s", args, run.output);
+    cr_assert(strstr(run.output, message) != NULL, "%s: %s", args, run.output);
+    run_program_stdout(&run, "stage-05", args);
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, "", "%s: nothing on standard output", args);
+}
+
+Test(stage05, program_checks_budgets_and_counts)
+{
+    ProgramRun run;
+    expect_rule("--batch 1 --in 3 --out 4 --node-budget 19",
+                "stage-05: error: node budget exceeded: need 20, limit 19; 0 operations written");
     run_program(&run, "stage-05", "--batch 1 --in 3 --out 4 --node-budget 20");
     cr_assert_eq(run.status, 0, "%s", run.output);
-    cr_assert(strstr(run.output, "      1      3      4    no        20        20        20"
-                                 "        20") != NULL, "%s", run.output);
-    run_program(&run, "stage-05", "--batch 1 --in 4294967296 --out 4294967296 --bias");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "node count overflows: T = 1, C_in = 4294967296, C_out = "
-                                 "4294967296, bias 1") != NULL, "%s", run.output);
-    run_program(&run, "stage-05", "--batch 100000 --in 100000 --out 1");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "shape of x too large") != NULL, "%s", run.output);
-    run_program(&run, "stage-05", "--batch 8192 --in 64 --out 1024");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "tape capacity exceeded") != NULL, "%s", run.output);
+    cr_assert(strstr(run.output, "         1         3         4    no        20        20"
+                                 "        20        20") != NULL, "%s", run.output);
+    expect_rule("--batch 1 --in 4294967296 --out 4294967296 --bias",
+                "node count overflows: T = 1, C_in = 4294967296, C_out = 4294967296, bias 1");
+    expect_rule("--batch 100000 --in 100000 --out 1", "shape of x too large");
+}
+
+/* Legal sizes whose plan is gigabytes are refused before anything is allocated, in terms of
+ * the plan, never of a tape capacity the user did not set. */
+Test(stage05, program_refuses_a_plan_over_the_limit_before_allocating)
+{
+    expect_rule("--batch 1 --in 2 --out 44739242",
+                "stage-05: error: plan limit exceeded: the plan needs 223696212 nodes (13.0 GB),"
+                " limit 16777216\n");
+    expect_rule("--batch 1 --in 1 --out 134217728",
+                "plan limit exceeded: the plan needs 268435457 nodes (16.2 GB), limit 16777216");
+    expect_rule("--batch 8192 --in 64 --out 1024", "plan limit exceeded: the plan needs");
+    /* x (1, 1), W (C_out, 1): 2 C_out + 1 leaves and nodes; C_out = 8388608 is one over */
+    expect_rule("--batch 1 --in 1 --out 8388608",
+                "plan limit exceeded: the plan needs 16777217 nodes");
+    ProgramRun run;
+    run_program(&run, "stage-05", "--batch 1 --in 1 --out 134217728");
+    cr_assert(strstr(run.output, "tape capacity") == NULL, "%s", run.output);
 }
