@@ -551,6 +551,9 @@ Test(stage11, program_conventions_and_mismatch_exit_status)
     run_program(&run, "stage-11", "docs/examples/halve.lgir --input state=1 --drop-deps all");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--drop-deps must be raw, war or waw: got 'all'"));
+    run_program(&run, "stage-11", "docs/examples/halve.lgir --input state=1 --calls 1 --calls 2");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-11: --calls is given twice"), "%s", run.output);
     run_program(&run, "stage-11", "docs/examples/write_after_read.lgir --input x=2 "
                                   "--drop-deps war");
     cr_assert_eq(run.status, 1, "a mismatch exits 1: %s", run.output);

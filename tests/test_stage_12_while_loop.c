@@ -596,6 +596,10 @@ Test(stage12, the_program_tells_the_story_and_checks_its_options)
                                   "--analysis all");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--analysis must be union or body-only: got 'all'"));
+    run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 "
+                                  "--calls 1 --calls 2");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-12: --calls is given twice"), "%s", run.output);
     run_program(&run, "stage-12", "--no-such-option");
     cr_assert_eq(run.status, 2);
     run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 --calls 2 "
