@@ -301,7 +301,16 @@ Test(stage10, malformed_programs_are_refused_with_line_and_column)
         {"def f(%x: f32[]) {\n  %y = lg(%x)\n  return %y\n}\n", LG_ERR_IR_INVALID,
          "t:2:8: unknown operation 'lg'"},
         {"def f(%x: f32[]) {\n  mul_(%x 0.5)\n  return\n}\n", LG_ERR_IR_INVALID,
-         "t:2:11: expected ',' between operands, found number 0.5"},
+         "t:2:11: expected ',' or ')' after an operand, found number 0.5"},
+        {"def f(%x: f32[]) {\n  mul_(%x, 0.5\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:3:3: expected ',' or ')' after an operand, found 'return'"},
+        {"def f(%x: f32[2 3]) {\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:1:17: expected ',' or ']' after a dim, found number 3"},
+        {"def f(%x: f32[4294967296]) {\n  return\n}\n", LG_ERR_TENSOR_SHAPE,
+         "t:1:15: a dim must be an integer in [1, 16777216]: found number 4294967296"},
+        {"def f(%x: f32[]) {\n  %y = mul(%x, 3.1415926535897932384626433832795028841971"
+         "6939937510582097494459230)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:16: number too long (at most 63 characters): '3.14159265358979...'"},
         {"def f(%x: f32[]) {\n  %x = exp(%x)\n  return\n}\n", LG_ERR_IR_INVALID,
          "t:2:3: value %x is defined twice (SSA: one definition per name)"},
         {"def f(%x: f32[], %x: f32[]) {\n  return\n}\n", LG_ERR_IR_INVALID,
@@ -419,6 +428,7 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
         {{"x=1", "x=2", "b=1"}, 3, "--input x is given twice"},
         {{"x", "i=2", "b=1"}, 3, "--input must be NAME=VALUE: got 'x'"},
         {{"x=[1, 2]", "i=2", "b=1"}, 3, "--input x: f32[3] takes 1 or 3 numbers: got 2"},
+        {{"x=1", "i=[1, 2]", "b=1"}, 3, "--input i: i64[] takes 1 number: got 2"},
         {{"x=1", "i=2.5", "b=1"}, 3,
          "--input i: scalar 2.5 is not an i64 value (an integer of magnitude at most 2^53)"},
         {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x must be a number: got 'z'"},
@@ -498,6 +508,13 @@ Test(stage10, program_conventions_for_help_usage_and_files)
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "cannot read docs/examples/no-such-file.lgir: No such file"),
               "%s", run.output);
+    run_program(&run, "stage-10", "docs/examples");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "cannot read docs/examples: it is a directory"), "%s",
+              run.output);
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1 --calls 1 --calls 2");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-10: --calls is given twice"), "%s", run.output);
     run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1 --calls 2");
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "call 2:\n  returned %answer: 0.25 (0x3e800000)\n"

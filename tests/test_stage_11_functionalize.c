@@ -236,6 +236,87 @@ Test(stage11, inplace_ops_kept_give_write_after_write)
     ir_program_free(&program);
 }
 
+/* WAW never stands alone: every in-place op reads the buffer it writes, so a second write
+ * is also a read after the first (RAW). Dropping WAW alone changes nothing; with RAW
+ * dropped, WAW still keeps mul_ after add_; dropping both lets mul_ fuse ahead of add_:
+ * x = 1 * 2 + 1 = 3 instead of (1 + 1) * 2 = 4. */
+Test(stage11, kept_inplace_writes_stay_in_order_by_waw_when_raw_is_dropped)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok("def f(%x: f32[], %a: f32[]) {\n  %t = mul(%a, 2)\n"
+                                  "  add_(%x, 1)\n  mul_(%x, %t)\n  return %t\n}\n");
+    const unsigned drops[] = {0, 1u << DEP_WAW, 1u << DEP_RAW, (1u << DEP_RAW) | (1u << DEP_WAW)};
+    const float want[] = {4.0f, 4.0f, 4.0f, 3.0f};
+    for (size_t i = 0; i < 4; i++) {
+        CompileOptions options;
+        memset(&options, 0, sizeof options);
+        options.keep_inplace = true;
+        options.drop_deps = drops[i];
+        CompiledProgram *c = compile_program(program, &options, &err);
+        cr_assert_not_null(c, "%s", err.message);
+        Tensor *in[2] = {tensor_full(&F32, 1.0, &err), tensor_full(&F32, 1.0, &err)};
+        IrResults r;
+        cr_assert_eq(compiled_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(tensor_get(in[0], 0).f32, want[i], "drops %u: x = %g", drops[i],
+                     (double)tensor_get(in[0], 0).f32);
+        interp_results_free(&r);
+        tensor_free(&in[0]);
+        tensor_free(&in[1]);
+        compiled_free(&c);
+    }
+    ir_program_free(&program);
+}
+
+/* Dropping the RAW dependencies lets the sum join the kernel of %t ahead of %u = exp(%y):
+ * it reads u's buffer before it is written, r = 2 + 0 instead of 2 + e^0 = 3. */
+Test(stage11, without_raw_dependencies_a_read_comes_before_its_write)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok("def read_after_write(%x: f32[], %y: f32[]) {\n"
+                                  "  %t = mul(%x, 2)\n  %u = exp(%y)\n  %r = add(%t, %u)\n"
+                                  "  return %r\n}\n");
+    for (int drop = 0; drop < 2; drop++) {
+        CompiledProgram *c = compile_ok(program, drop ? 1u << DEP_RAW : 0);
+        static const size_t good[] = {0, 1, 2}, bad[] = {0, 2, 1};
+        for (size_t i = 0; i < 3; i++)
+            cr_assert_eq(c->order[i], (drop ? bad : good)[i], "position %zu", i);
+        Tensor *in[2] = {tensor_full(&F32, 1.0, &err), tensor_full(&F32, 0.0, &err)};
+        IrResults r;
+        cr_assert_eq(compiled_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(tensor_get(r.tensors[0], 0).f32, drop ? 2.0f : 3.0f);
+        interp_results_free(&r);
+        tensor_free(&in[0]);
+        tensor_free(&in[1]);
+        compiled_free(&c);
+    }
+    ir_program_free(&program);
+}
+
+/* Fusion rule 1: a consumer of 3 elements does not join the kernel of a 0-d producer
+ * (it would be computed for one element only). */
+Test(stage11, a_node_of_another_size_does_not_join_a_kernel)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok("def mixed_sizes(%x: f32[3], %s: f32[]) {\n"
+                                  "  %s2 = mul(%s, 2)\n  %r = add(%x, %s2)\n  return %r\n}\n");
+    CompiledProgram *c = compile_ok(program, 0);
+    cr_assert_eq(c->nkernels, 2, "%%s2 and %%r in kernels of their own");
+    cr_assert_eq(c->kernels[0].numel, 1);
+    cr_assert_eq(c->kernels[1].numel, 3);
+    TensorType f32x3 = {TENSOR_FLOAT32, 1, {3}};
+    Tensor *x = tensor_full(&f32x3, 1.0, &err), *s = tensor_full(&F32, 2.0, &err);
+    Tensor *in[2] = {x, s};
+    IrResults r;
+    cr_assert_eq(compiled_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(tensor_get(r.tensors[0], i).f32, 5.0f, "element %zu", i);
+    interp_results_free(&r);
+    tensor_free(&x);
+    tensor_free(&s);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
 /* Dropping the WAR dependencies makes the fuser move the copy-back before the read:
  * r = 1 + 8 = 9 instead of 3. The dependency is what keeps the result right. */
 Test(stage11, without_war_dependencies_the_copy_back_moves_too_early)
@@ -274,10 +355,10 @@ static void assert_compiled_equals_eager(const char *text, double input, size_t 
         IrResults re, rk;
         cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK, "%s", err.message);
         cr_assert_eq(compiled_call(c, &k, 1, &rk, &err), LG_OK, "%s", err.message);
-        cr_assert_eq(re.count, rk.count);
-        for (size_t r = 0; r < re.count; r++)
-            cr_assert(tensor_equal_bits(re.tensors[r], rk.tensors[r]), "call %zu", call + 1);
-        cr_assert(tensor_equal_bits(e, k), "input after call %zu", call + 1);
+        char differs[LG_MESSAGE_MAX];
+        cr_assert(compiled_compare_calls(&program->functions[0], &e, &re, &k, &rk, differs,
+                                         sizeof differs),
+                  "call %zu: differs in%s", call + 1, differs);
         if (state_bits != NULL)
             cr_assert_eq(bits0(k), state_bits[call], "call %zu: 0x%08x", call + 1, bits0(k));
         interp_results_free(&re);
@@ -295,6 +376,34 @@ Test(stage11, halve_compiled_matches_eager_over_three_calls)
     assert_compiled_equals_eager(halve_text, 1.0, 3, state);
 }
 
+/* The seed's point: halve's answer and state are both 0.5, on different storages. A
+ * "compiled" call that returned the state itself has every value right and is still
+ * wrong; the comparison says so. */
+Test(stage11, a_returned_value_on_the_wrong_storage_is_a_mismatch)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(halve_text);
+    const IrFunction *fn = &program->functions[0];
+    Tensor *e = tensor_full(&F32, 1.0, &err), *k = tensor_full(&F32, 1.0, &err);
+    IrResults re, rk;
+    cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK);
+    cr_assert_eq(interp_call(program, 0, &k, 1, &rk, &err), LG_OK);
+    char differs[LG_MESSAGE_MAX];
+    cr_assert(compiled_compare_calls(fn, &e, &re, &k, &rk, differs, sizeof differs));
+    cr_assert_str_eq(differs, "");
+    tensor_free(&rk.tensors[0]);
+    rk.tensors[0] = tensor_alias(k, &err);
+    cr_assert(tensor_equal_bits(re.tensors[0], rk.tensors[0]), "both 0.5");
+    cr_assert(tensor_equal_bits(e, k), "both states 0.5");
+    cr_assert_not(compiled_compare_calls(fn, &e, &re, &k, &rk, differs, sizeof differs));
+    cr_assert_str_eq(differs, " storage of returned %answer");
+    interp_results_free(&re);
+    interp_results_free(&rk);
+    tensor_free(&e);
+    tensor_free(&k);
+    ir_program_free(&program);
+}
+
 Test(stage11, log_order_compiled_keeps_log_3)
 {
     LgError err = LG_ERROR_INIT;
@@ -306,6 +415,12 @@ Test(stage11, log_order_compiled_keeps_log_3)
     IrResults r;
     cr_assert_eq(compiled_call(c, &x, 1, &r, &err), LG_OK);
     cr_assert_eq(bits0(r.tensors[0]), 0x3f8c9f54, "y = log 3 = 1.0986123");
+    /* kernels {n0} {n1 n2}: n1 does not consume n0 (rule 2); the copy-back joins n1 */
+    cr_assert_eq(c->nkernels, 2);
+    cr_assert_eq(c->kernels[0].count, 1);
+    static const size_t order[] = {0, 1, 2};
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(c->order[i], order[i], "position %zu", i);
     interp_results_free(&r);
     tensor_free(&x);
     compiled_free(&c);
@@ -399,7 +514,10 @@ Test(stage11, program_compiles_halve_and_every_example_matches)
     cr_assert(strstr(run.output, "  compiled returned %answer: 0.125 (0x3e000000)\n"
                                  "  compiled input %state afterwards: 0.125 (0x3e000000)\n"
                                  "  MATCH\n"), "%s", run.output);
-    cr_assert(strstr(run.output, "with WAR dependencies dropped: MISMATCH"));
+    cr_assert(strstr(run.output, "  write_after_read  x=2                        --drop-deps war      "
+                                 "1  MISMATCH\n"), "%s", run.output);
+    cr_assert(strstr(run.output, "  read_after_write  x=1 y=0                    --drop-deps raw      "
+                                 "1  MISMATCH\n"), "%s", run.output);
     cr_assert(strstr(run.output, "live blocks at the end: 0"));
     for (char *line = run.output; line != NULL && *line != '\0';) {
         char *end = strchr(line, '\n');
@@ -408,13 +526,19 @@ Test(stage11, program_compiles_halve_and_every_example_matches)
         line = end != NULL ? end + 1 : NULL;
     }
     static const char *const summary[] = {
-        "  halve             --input state=1  3 calls: MATCH\n",
-        "  log_order         --input x=3      1 call:  MATCH\n",
-        "  alias_add         --input x=1      2 calls: MATCH\n",
-        "  write_after_read  --input x=2      1 call:  MATCH\n",
-        "  versions          --input x=1      3 calls: MATCH\n",
+        "  example           inputs                     compiled with    calls  verdict\n",
+        "  halve             state=1                                         3  MATCH\n",
+        "  log_order         x=3                                             1  MATCH\n",
+        "  alias_add         x=1                                             2  MATCH\n",
+        "  write_after_read  x=2                                             1  MATCH\n",
+        "  versions          x=1                                             3  MATCH\n",
+        "  read_after_write  x=1 y=0                                         1  MATCH\n",
+        "  mixed_sizes       x=[1, 2, 3] s=2                                 2  MATCH\n",
+        "  two_inputs        a=[1, 2, 3] b=[10, 20, 30]                      2  MATCH\n",
+        "  matrix_ops        x=[1, 2, 3, 4] s=2                              2  MATCH\n",
+        "  counter           i=0 acc=0 state=0.8                             3  MATCH\n",
     };
-    for (size_t i = 0; i < 5; i++)
+    for (size_t i = 0; i < sizeof summary / sizeof summary[0]; i++)
         cr_assert(strstr(run.output, summary[i]), "%s", summary[i]);
 }
 
@@ -427,6 +551,9 @@ Test(stage11, program_conventions_and_mismatch_exit_status)
     run_program(&run, "stage-11", "docs/examples/halve.lgir --input state=1 --drop-deps all");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--drop-deps must be raw, war or waw: got 'all'"));
+    run_program(&run, "stage-11", "docs/examples/halve.lgir --input state=1 --calls 1 --calls 2");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-11: --calls is given twice"), "%s", run.output);
     run_program(&run, "stage-11", "docs/examples/write_after_read.lgir --input x=2 "
                                   "--drop-deps war");
     cr_assert_eq(run.status, 1, "a mismatch exits 1: %s", run.output);

@@ -60,7 +60,7 @@ static const char nested_text[] =
 static IrProgram *parse_ok(const char *text)
 {
     LgError err = LG_ERROR_INIT;
-    IrProgram *program = ir_parse_checked(text, "test", &err);
+    IrProgram *program = ir_parse(text, "test", &err);
     cr_assert_not_null(program, "%s", err.message);
     return program;
 }
@@ -71,7 +71,7 @@ static CompiledProgram *compile_ok(const IrProgram *program, IrLoopAnalysis anal
     CompileOptions options;
     memset(&options, 0, sizeof options);
     options.analysis = analysis;
-    CompiledProgram *c = compile_loop_program(program, &options, &err);
+    CompiledProgram *c = compile_program(program, &options, &err);
     cr_assert_not_null(c, "%s", err.message);
     return c;
 }
@@ -201,7 +201,8 @@ Test(stage12, the_union_orders_the_copy_back_after_the_loop_and_body_only_before
     ir_program_free(&program);
 }
 
-/* Stage 11's scheduler alone, given the body-only records, moves the clone too. */
+/* Stage 11's fusion rules alone (rules 4 and 5 off), given the body-only records, move
+ * the clone too. */
 Test(stage12, stage_11_scheduling_alone_would_also_move_the_clone)
 {
     LgError err = LG_ERROR_INIT;
@@ -209,6 +210,7 @@ Test(stage12, stage_11_scheduling_alone_would_also_move_the_clone)
     CompileOptions options;
     memset(&options, 0, sizeof options);
     options.analysis = IR_ANALYSIS_BODY_ONLY;
+    options.fuse_across_loops = true;
     CompiledProgram *c = compile_program(program, &options, &err);
     cr_assert_not_null(c, "%s", err.message);
     cr_assert_lt(kernel_of(c, node_of_op(c, IR_CLONE)), kernel_of(c, node_of_op(c, IR_WHILE_LOOP)));
@@ -341,7 +343,7 @@ Test(stage12, a_nested_loops_cond_mutating_the_outermost_tensor_is_found)
 static void refused(const char *text, LgStatus status, const char *message)
 {
     LgError err = LG_ERROR_INIT;
-    IrProgram *program = ir_parse_checked(text, "t", &err);
+    IrProgram *program = ir_parse(text, "t", &err);
     cr_assert_null(program, "accepted: %s", text);
     cr_assert_eq(err.status, status, "%s", err.message);
     cr_assert(strstr(err.message, message), "%s\nwanted: %s", err.message, message);
@@ -511,7 +513,7 @@ Test(stage12, allocation_failures_leave_nothing_behind)
         for (k = 1;; k++) {
             LgError err = LG_ERROR_INIT;
             mem_fail_at(k);
-            IrProgram *program = ir_parse_checked(texts[t], "t", &err);
+            IrProgram *program = ir_parse(texts[t], "t", &err);
             mem_fail_at(0);
             if (program != NULL) {
                 ir_program_free(&program);
@@ -530,7 +532,7 @@ Test(stage12, allocation_failures_leave_nothing_behind)
             for (k = 1;; k++) {
                 LgError err = LG_ERROR_INIT;
                 mem_fail_at(k);
-                CompiledProgram *c = compile_loop_program(program, &options, &err);
+                CompiledProgram *c = compile_program(program, &options, &err);
                 mem_fail_at(0);
                 if (c != NULL) {
                     compiled_free(&c);
@@ -594,6 +596,10 @@ Test(stage12, the_program_tells_the_story_and_checks_its_options)
                                   "--analysis all");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--analysis must be union or body-only: got 'all'"));
+    run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 "
+                                  "--calls 1 --calls 2");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-12: --calls is given twice"), "%s", run.output);
     run_program(&run, "stage-12", "--no-such-option");
     cr_assert_eq(run.status, 2);
     run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 --calls 2 "
