@@ -498,6 +498,14 @@ Test(stage10, program_conventions_for_help_usage_and_files)
     cr_assert(strstr(run.output, "usage: stage-10"));
     run_program(&run, "stage-10", "--bogus");
     cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-10: error: unknown option '--bogus'; try 'stage-10 --help'"),
+              "%s", run.output);
+    run_program_stdout(&run, "stage-10", "--bogus");
+    cr_assert_str_eq(run.output, "", "a usage error prints nothing on standard output");
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --calls");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-10: error: option '--calls' needs a value"), "%s",
+              run.output);
     run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1 --calls 0");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--calls must be an integer in [1, 1000]: got '0'"));

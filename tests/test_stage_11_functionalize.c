@@ -545,6 +545,13 @@ Test(stage11, program_compiles_halve_and_every_example_matches)
 Test(stage11, program_conventions_and_mismatch_exit_status)
 {
     ProgramRun run;
+    run_program(&run, "stage-11", "--bogus");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-11: error: unknown option '--bogus'; try 'stage-11 --help'"),
+              "%s", run.output);
+    run_program_stdout(&run, "stage-11", "docs/examples/halve.lgir --input");
+    cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output, "", "a usage error prints nothing on standard output");
     run_program(&run, "stage-11", "--help");
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "usage: stage-11"));

@@ -602,6 +602,10 @@ Test(stage12, the_program_tells_the_story_and_checks_its_options)
     cr_assert(strstr(run.output, "stage-12: --calls is given twice"), "%s", run.output);
     run_program(&run, "stage-12", "--no-such-option");
     cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "stage-12: error: unknown option '--no-such-option'; "
+                                 "try 'stage-12 --help'"), "%s", run.output);
+    run_program_stdout(&run, "stage-12", "--no-such-option");
+    cr_assert_str_eq(run.output, "", "a usage error prints nothing on standard output");
     run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 --calls 2 "
                                   "--analysis body-only --dump");
     cr_assert_eq(run.status, 1, "a mismatch exits 1: %s", run.output);
