@@ -2,12 +2,40 @@
 #include "litgrad_test.h"
 
 #include <math.h>
+#include <unistd.h> /* rmdir */
 #include <stdint.h>
 
 #include "graph.h"
 #include "value.h"
 
 LG_SUITE(stage02);
+
+/* Run `program --figure-data DIR` on a fresh directory, check that it succeeds with
+ * nothing on standard output, and return the text of DIR/file (the caller frees it);
+ * the file and the directory are removed. */
+static char *figure_text(const char *program, const char *file)
+{
+    char dir[] = "/tmp/litgrad-figure-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char args[64], path[96];
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    ProgramRun run;
+    run_program_stdout(&run, program, args);
+    cr_assert_eq(run.status, 0, "%s %s", program, args);
+    cr_assert_str_eq(run.output, "", "a figure run prints nothing on standard output");
+    FILE *in = fopen(path, "r");
+    cr_assert_not_null(in, "%s was not written", path);
+    enum { TEXT_MAX = 1 << 14 };
+    char *text = malloc(TEXT_MAX);
+    cr_assert_not_null(text);
+    size_t used = fread(text, 1, TEXT_MAX - 1, in);
+    text[used] = '\0';
+    fclose(in);
+    remove(path);
+    rmdir(dir);
+    return text;
+}
 
 static Tape *planned_tape(size_t nodes)
 {
@@ -104,12 +132,18 @@ Test(stage02, creation_order_is_a_topological_order)
     Tape *t = planned_tape(64);
     Value *a = value_new(t, -4.0), *b = value_new(t, 2.0);
     Value *c = value_add(t, a, b);
-    Value *d = value_add(t, value_mul(t, a, b), value_pow(t, b, 3.0));
-    c = value_add(t, value_add_number(t, value_add(t, c, c), 1.0), c);
-    d = value_add(t, d, value_relu(t, value_add(t, b, a)));
+    Value *ab = value_mul(t, a, b);
+    Value *b3 = value_pow(t, b, 3.0);
+    Value *d = value_add(t, ab, b3);
+    Value *r = value_add(t, c, c);
+    r = value_add_number(t, r, 1.0);
+    c = value_add(t, r, c);
+    r = value_add(t, b, a);
+    r = value_relu(t, r);
+    d = value_add(t, d, r);
     Value *e = value_sub(t, c, d);
-    Value *g = value_number_div(t, 10.0, value_pow(t, e, 2.0));
-    (void)g;
+    Value *f = value_pow(t, e, 2.0);
+    value_number_div(t, 10.0, f);
     for (size_t i = 0; i < tape_count(t); i++) {
         Value *v = tape_at(t, i);
         for (int k = 0; k < 2; k++)
@@ -211,7 +245,10 @@ Test(stage02, tape_forward_replays_the_recorded_graph)
     Tape *t = planned_tape(10);
     Value *x0 = value_new(t, 3.0), *w0 = value_new(t, 2.0);
     Value *x1 = value_new(t, -4.0), *w1 = value_new(t, 5.0), *b = value_new(t, 14.5);
-    Value *n = value_add(t, value_add(t, value_mul(t, x0, w0), value_mul(t, x1, w1)), b);
+    Value *p0 = value_mul(t, x0, w0);
+    Value *p1 = value_mul(t, x1, w1);
+    Value *s = value_add(t, p0, p1);
+    Value *n = value_add(t, s, b);
     Value *o = value_tanh(t, n);
     cr_assert_eq(n->data, 0.5);
     cr_assert_eq(o->data, tanh(0.5));
@@ -253,6 +290,36 @@ Test(stage02, a_missing_operand_is_a_programmer_error, .signal = SIGABRT,
     Tape *t = planned_tape(2);
     Value *a = value_new(t, 1.0);
     value_op(t, VALUE_MUL, a, NULL, 0.0);
+}
+
+/* A Value * kept across tape_reset points at a forgotten slot; here the slot the next
+ * node goes to, so the node would be its own parent. value_op refuses it. */
+Test(stage02, a_parent_forgotten_by_tape_reset_is_a_programmer_error, .signal = SIGABRT,
+     .init = cr_redirect_stderr)
+{
+    Tape *t = planned_tape(3);
+    value_new(t, 1.0);
+    Value *stale = value_new(t, 2.0); /* position 1 */
+    tape_reset(t);
+    Value *x = value_new(t, 3.0);     /* position 0; the next node is written at 1 */
+    value_add(t, x, stale);
+}
+
+/* What the assertion lets through: parents on another tape, and a pointer to a slot that
+ * has been written again (it names the new node, which precedes its child). */
+Test(stage02, parents_elsewhere_or_rewritten_are_accepted)
+{
+    Tape *t = planned_tape(3), *other = planned_tape(1);
+    Value *w = value_new(other, 2.0);
+    Value *old = value_new(t, 1.0);
+    tape_reset(t);
+    Value *x = value_new(t, 3.0);
+    cr_assert_eq(old, x, "the same slot");
+    Value *y = value_mul(t, old, w);
+    cr_assert_eq(y->data, 6.0);
+    cr_assert_eq(tape_position(t, y), 1);
+    tape_free(&t);
+    tape_free(&other);
 }
 
 Test(stage02, nodes_are_described_by_their_forms)
@@ -336,6 +403,13 @@ Test(stage02, program_conventions_and_dot_output)
     cr_assert(strstr(run.output, "usage: stage-02"));
     run_program(&run, "stage-02", "--bogus");
     cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output,
+                     "stage-02: error: unknown option '--bogus'; try 'stage-02 --help'\n",
+                     "one message, not getopt's and then ours");
+    run_program(&run, "stage-02", "--figure-data");
+    cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output, "stage-02: error: option '--figure-data' needs a value; "
+                                 "try 'stage-02 --help'\n");
     run_program(&run, "stage-02", "extra");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "unexpected argument 'extra'"), "%s", run.output);
@@ -347,4 +421,66 @@ Test(stage02, program_conventions_and_dot_output)
     run_program(&run, "stage-02", "--figure-data /nonexistent/dir");
     cr_assert_eq(run.status, 1, "an unwritable figure file is a rule error");
     cr_assert(strstr(run.output, "cannot write /nonexistent/dir/fig-02-neuron.dot"));
+}
+
+Test(stage02, figure_data_writes_the_neuron_dot)
+{
+    char *dot = figure_text("stage-02", "fig-02-neuron.dot");
+    cr_assert(strstr(dot, "  v5 [label=\"p0 = x0 * w0 | data 6 | grad 0\"];\n"
+                          "  v0 -> v5;\n  v1 -> v5;\n"), "%s", dot);
+    cr_assert(strstr(dot, "  v9 [label=\"o = tanh(n) | data 0.462117 | grad 0\"];\n"), "%s",
+              dot);
+    free(dot);
+}
+
+/* Usage errors and unusable figure directories: exit 2, a message naming the rule, and
+ * nothing at all on standard output. */
+Test(stage02, bad_command_lines_print_nothing_on_stdout)
+{
+    static const char *const bad[] = {
+        "--bogus", "-x", "--figure-data", "--figure-data ''", "--figure-data \"\"",
+        "--figure-data $(printf '%05000d' 0)", "--dot --figure-data /tmp", "extra",
+    };
+    ProgramRun run;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_program_stdout(&run, "stage-02", bad[i]);
+        cr_assert_eq(run.status, 2, "stage-02 %s", bad[i]);
+        cr_assert_str_eq(run.output, "", "stage-02 %s printed on stdout", bad[i]);
+    }
+    run_program_stdout(&run, "stage-02", "--figure-data /nonexistent/dir");
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, "");
+}
+
+Test(stage02, figure_directory_rules_are_named)
+{
+    ProgramRun run;
+    run_program(&run, "stage-02", "--figure-data ''");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "figure directory must not be empty"), "%s", run.output);
+    run_program(&run, "stage-02", "--figure-data $(printf '%05000d' 0)");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "figure path too long: need 5018 characters, limit 4095"),
+              "%s", run.output);
+    run_program(&run, "stage-02", "--dot --figure-data /tmp");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--dot and --figure-data exclude each other"), "%s",
+              run.output);
+}
+
+Test(stage02, figure_path_is_whole_or_refused)
+{
+    LgError err = LG_ERROR_INIT;
+    char out[16];
+    cr_assert_eq(graph_figure_path("dir", "f.dot", out, sizeof out, &err), LG_OK);
+    cr_assert_str_eq(out, "dir/f.dot");
+    cr_assert_eq(graph_figure_path("012345678", "f.dot", out, sizeof out, &err),
+                 LG_OK, "15 characters and the final zero: the largest that fits");
+    cr_assert_str_eq(out, "012345678/f.dot");
+    cr_assert_eq(graph_figure_path("0123456789", "f.dot", out, sizeof out, &err),
+                 LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "figure path too long: need 16 characters, limit 15");
+    cr_assert_str_eq(out, "", "nothing cut");
+    cr_assert_eq(graph_figure_path("", "f.dot", out, sizeof out, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(out, "");
 }

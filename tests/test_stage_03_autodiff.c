@@ -2,13 +2,42 @@
 #include "litgrad_test.h"
 
 #include <math.h>
+#include <unistd.h> /* rmdir */
 
 #include "value.h"
 
 LG_SUITE(stage03);
 
-/* The issue states micrograd's values "to 1e-9"; our quotients a/c and c/a round once
- * where micrograd's a * c**-1 rounds twice, so the last bits may differ. */
+/* Run `program --figure-data DIR` on a fresh directory, check that it succeeds with
+ * nothing on standard output, and return the text of DIR/file (the caller frees it);
+ * the file and the directory are removed. */
+static char *figure_text(const char *program, const char *file)
+{
+    char dir[] = "/tmp/litgrad-figure-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char args[64], path[96];
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    ProgramRun run;
+    run_program_stdout(&run, program, args);
+    cr_assert_eq(run.status, 0, "%s %s", program, args);
+    cr_assert_str_eq(run.output, "", "a figure run prints nothing on standard output");
+    FILE *in = fopen(path, "r");
+    cr_assert_not_null(in, "%s was not written", path);
+    enum { TEXT_MAX = 1 << 14 };
+    char *text = malloc(TEXT_MAX);
+    cr_assert_not_null(text);
+    size_t used = fread(text, 1, TEXT_MAX - 1, in);
+    text[used] = '\0';
+    fclose(in);
+    remove(path);
+    rmdir(dir);
+    return text;
+}
+
+/* micrograd's reference values (PyTorch's, as its test file checks), to 1e-9: our
+ * quotients a/c and c/a round once where micrograd's a * c**-1 rounds twice, so the last
+ * bits could differ (today they do not: the program prints the very same doubles). */
 #define MICROGRAD_TOLERANCE 1e-9
 
 static Tape *planned_tape(size_t nodes)
@@ -25,7 +54,10 @@ Test(stage03, seed_linear_example_is_exact)
     Tape *t = planned_tape(7);
     Value *x0 = value_new(t, 3.0), *x1 = value_new(t, -4.0);
     Value *w0 = value_new(t, 2.0), *w1 = value_new(t, 5.0);
-    Value *y = value_add(t, value_mul(t, x0, w0), value_mul(t, x1, w1));
+    Value *p0 = value_mul(t, x0, w0);
+    Value *p1 = value_mul(t, x1, w1);
+    Value *y = value_add(t, p0, p1);
+    cr_assert_eq(tape_at(t, 4), p0, "x0 * w0 is written first, as the text reads");
     value_backward(t, y);
     cr_assert_eq(y->data, -14.0);
     cr_assert_eq(x0->grad, 2.0);
@@ -41,7 +73,8 @@ Test(stage03, shared_subexpression_collects_both_children)
     Tape *t = planned_tape(4);
     Value *x = value_new(t, 2.0);
     Value *y = value_mul(t, x, x);
-    Value *z = value_add(t, y, value_number_mul(t, 3.0, y));
+    Value *three_y = value_number_mul(t, 3.0, y);
+    Value *z = value_add(t, y, three_y);
     value_backward(t, z);
     cr_assert_eq(z->data, 16.0);
     cr_assert_eq(y->grad, 4.0);
@@ -49,28 +82,50 @@ Test(stage03, shared_subexpression_collects_both_children)
     tape_free(&t);
 }
 
+/* micrograd's checks, one node per statement in Python's left-to-right order (the
+ * order of a call's arguments is unspecified in C, so no operation is an argument). */
 static Value *micrograd_first(Tape *t, Value *x)
 {
-    Value *z = value_add(t, value_add_number(t, value_number_mul(t, 2.0, x), 2.0), x);
-    Value *q = value_add(t, value_relu(t, z), value_mul(t, z, x));
-    Value *h = value_relu(t, value_mul(t, z, z));
-    return value_add(t, value_add(t, h, q), value_mul(t, q, x));
+    Value *z = value_number_mul(t, 2.0, x);
+    z = value_add_number(t, z, 2.0);
+    z = value_add(t, z, x);
+    Value *relu_z = value_relu(t, z);
+    Value *zx = value_mul(t, z, x);
+    Value *q = value_add(t, relu_z, zx);
+    Value *zz = value_mul(t, z, z);
+    Value *h = value_relu(t, zz);
+    Value *hq = value_add(t, h, q);
+    Value *qx = value_mul(t, q, x);
+    return value_add(t, hq, qx);
 }
 
 static Value *micrograd_second(Tape *t, Value *a, Value *b)
 {
     Value *c = value_add(t, a, b);
-    Value *d = value_add(t, value_mul(t, a, b), value_pow(t, b, 3.0));
-    c = value_add(t, c, value_add_number(t, c, 1.0));
-    c = value_add(t, c, value_add(t, value_number_add(t, 1.0, c), value_neg(t, a)));
-    d = value_add(t, d, value_add(t, value_mul_number(t, d, 2.0),
-                                  value_relu(t, value_add(t, b, a))));
-    d = value_add(t, d, value_add(t, value_number_mul(t, 3.0, d),
-                                  value_relu(t, value_sub(t, b, a))));
+    Value *ab = value_mul(t, a, b);
+    Value *b3 = value_pow(t, b, 3.0);
+    Value *d = value_add(t, ab, b3);
+    Value *r = value_add_number(t, c, 1.0);
+    c = value_add(t, c, r);
+    r = value_number_add(t, 1.0, c);
+    Value *minus_a = value_neg(t, a);
+    r = value_add(t, r, minus_a);
+    c = value_add(t, c, r);
+    r = value_mul_number(t, d, 2.0);
+    Value *k = value_add(t, b, a);
+    k = value_relu(t, k);
+    r = value_add(t, r, k);
+    d = value_add(t, d, r);
+    r = value_number_mul(t, 3.0, d);
+    k = value_sub(t, b, a);
+    k = value_relu(t, k);
+    r = value_add(t, r, k);
+    d = value_add(t, d, r);
     Value *e = value_sub(t, c, d);
     Value *f = value_pow(t, e, 2.0);
     Value *g = value_div_number(t, f, 2.0);
-    return value_add(t, g, value_number_div(t, 10.0, f));
+    r = value_number_div(t, 10.0, f);
+    return value_add(t, g, r);
 }
 
 Test(stage03, micrograd_first_check)
@@ -98,7 +153,31 @@ Test(stage03, micrograd_second_check)
     tape_free(&t);
 }
 
-/* The issue's example: leaves add once per call, interior grads are recomputed. */
+/* The text: backward and the gradient check allocate nothing. With the next allocation
+ * armed to fail, both still succeed, and the failure is still pending afterwards: no
+ * allocation was attempted in between. */
+Test(stage03, backward_and_the_gradient_check_allocate_nothing)
+{
+    Tape *t = planned_tape(27);
+    Value *a = value_new(t, -4.0), *b = value_new(t, 2.0);
+    Value *g = micrograd_second(t, a, b);
+    LgError err = LG_ERROR_INIT;
+    GradientCheck check;
+    Value *inputs[] = {a, b};
+    mem_fail_at(1);
+    value_backward(t, g);
+    LgStatus status = value_check_gradient(t, g, inputs, 2, &check, &err);
+    Tape *probe = tape_new(1, &err);
+    mem_fail_at(0);
+    cr_assert_null(probe, "the armed failure was consumed: something allocated");
+    cr_assert_eq(err.status, LG_ERR_ALLOC);
+    cr_assert_eq(status, LG_OK);
+    cr_assert_leq(check.error, GRADCHECK_TOLERANCE);
+    cr_assert_float_eq(b->grad, 645.5772594752186, MICROGRAD_TOLERANCE);
+    tape_free(&t);
+}
+
+/* The example of the text: leaves add once per call, interior grads are recomputed. */
 Test(stage03, backward_twice_adds_leaves_once_per_call_and_never_compounds)
 {
     Tape *t = planned_tape(5);
@@ -246,7 +325,9 @@ Test(stage03, gradients_flow_into_parameters_on_another_tape)
         tape_zero_grad(params);
         tape_reset(graph);
         Value *x = value_new(graph, 3.0);
-        Value *y = value_tanh(graph, value_add(graph, value_mul(graph, x, w), bias));
+        Value *xw = value_mul(graph, x, w);
+        Value *n = value_add(graph, xw, bias);
+        Value *y = value_tanh(graph, n);
         value_backward(graph, y);
         double dy = 1.0 - tanh(6.5) * tanh(6.5);
         cr_assert_eq(w->grad, dy * 3.0, "step %d", step);
@@ -404,6 +485,13 @@ Test(stage03, program_conventions)
     cr_assert(strstr(run.output, "usage: stage-03"));
     run_program(&run, "stage-03", "--bogus");
     cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output,
+                     "stage-03: error: unknown option '--bogus'; try 'stage-03 --help'\n",
+                     "one message, not getopt's and then ours");
+    run_program(&run, "stage-03", "--chain");
+    cr_assert_eq(run.status, 2);
+    cr_assert_str_eq(run.output, "stage-03: error: option '--chain' needs a value; "
+                                 "try 'stage-03 --help'\n");
     run_program(&run, "stage-03", "--chain 0");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--chain must be an integer in [1, 134217727]: got '0'"),
@@ -415,4 +503,76 @@ Test(stage03, program_conventions)
     run_program(&run, "stage-03", "--figure-data /nonexistent/dir");
     cr_assert_eq(run.status, 1);
     cr_assert(strstr(run.output, "cannot write /nonexistent/dir/fig-03-neuron-grad.dot"));
+}
+
+/* Figure 3.1: the node titled p0 is x0 * w0 (data 6), whatever order the compiler gives
+ * to the arguments of a call -- the program builds one node per statement. */
+Test(stage03, figure_data_draws_p0_as_x0_times_w0)
+{
+    char *dot = figure_text("stage-03", "fig-03-neuron-grad.dot");
+    cr_assert(strstr(dot, "  v5 [label=\"p0 = x0 * w0 | data 6 | grad "), "%s", dot);
+    cr_assert(strstr(dot, "  v6 [label=\"p1 = x1 * w1 | data -20 | grad "), "%s", dot);
+    cr_assert(strstr(dot, "  v0 -> v5;\n  v1 -> v5;\n"), "%s", dot);
+    free(dot);
+}
+
+/* Usage errors and unusable figure directories: exit 2, a message naming the rule, and
+ * nothing at all on standard output. */
+Test(stage03, bad_command_lines_print_nothing_on_stdout)
+{
+    static const char *const bad[] = {
+        "--bogus", "-x", "--chain", "--chain 0", "--chain 1x", "--figure-data ''",
+        "--figure-data $(printf '%05000d' 0)", "--figure-data /tmp --chain 3",
+        "--chain 3 --figure-data /tmp", "extra",
+    };
+    ProgramRun run;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        run_program_stdout(&run, "stage-03", bad[i]);
+        cr_assert_eq(run.status, 2, "stage-03 %s", bad[i]);
+        cr_assert_str_eq(run.output, "", "stage-03 %s printed on stdout", bad[i]);
+    }
+    run_program_stdout(&run, "stage-03", "--figure-data /nonexistent/dir");
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, "");
+}
+
+Test(stage03, figure_directory_rules_and_conflicts_are_named)
+{
+    ProgramRun run;
+    run_program(&run, "stage-03", "--figure-data ''");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "figure directory must not be empty"), "%s", run.output);
+    run_program(&run, "stage-03", "--figure-data $(printf '%05000d' 0)");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "figure path too long: need 5023 characters, limit 4095"),
+              "%s", run.output);
+    run_program(&run, "stage-03", "--chain 3 --figure-data /tmp");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--chain and --figure-data exclude each other"), "%s",
+              run.output);
+}
+
+/* Contracts before computation: with too little memory for the chain's tape the program
+ * fails before its first line, not after half of its examples. Allocations above 1 GB
+ * are made to fail: by a virtual-memory limit, or under AddressSanitizer (whose shadow
+ * needs far more address space than any limit) by its own allocation limit. */
+Test(stage03, too_little_memory_fails_before_anything_is_printed)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    const char *limit = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
+                        "allocator_may_return_null=1:max_allocation_size_mb=1024\"";
+#else
+    const char *limit = "ulimit -v 1048576 &&";
+#endif
+    char command[512];
+    snprintf(command, sizeof command, "%s %s/stage-03 --chain 100000000 2>/dev/null", limit,
+             LG_BIN_DIR);
+    FILE *pipe = popen(command, "r");
+    cr_assert_not_null(pipe);
+    char out[256];
+    size_t used = fread(out, 1, sizeof out - 1, pipe);
+    out[used] = '\0';
+    int raw = pclose(pipe);
+    cr_assert(WIFEXITED(raw) && WEXITSTATUS(raw) == 1, "%s: status %d", command, raw);
+    cr_assert_str_eq(out, "", "printed before failing: %s", out);
 }

@@ -7,9 +7,11 @@
  * expects the value that one seed happened to give. */
 #include "litgrad_test.h"
 
+#include <dirent.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "init.h"
@@ -125,6 +127,37 @@ Test(stage06, scale_of_the_standard_and_he_policies)
               "%s", err.message);
 }
 
+/* A finite, positive gain can still break the contract: 1e200 with fan-in 1 gives a
+ * finite sigma (1.4e200) but an infinite variance; 1e-200 a positive sigma but a variance
+ * that underflows to 0. Both are refused, before any draw, and the outputs untouched. */
+Test(stage06, scale_refuses_an_infinite_or_zero_variance)
+{
+    LgError err = LG_ERROR_INIT;
+    double variance = -1.0, sigma = -1.0, out[4];
+    InitSpec spec = {INIT_NORMAL, 1e200, 0, INIT_ROLE_RELU};
+    cr_assert(isfinite(spec.gain * sqrt(2.0)), "sigma alone would pass");
+    cr_assert_eq(init_scale(&spec, 1, &variance, &sigma, &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "init variance must be finite: gain 1e+200, fan-in 1 gives inf");
+    cr_assert_eq(variance, -1.0);
+    cr_assert_eq(sigma, -1.0);
+    init_reset_call_count();
+    cr_assert_eq(init_fill(&spec, "big", 2, 2, out, &err), LG_ERR_NONFINITE);
+    cr_assert_eq(init_call_count(), 0, "refused before the first draw");
+    spec.gain = 1e-200;
+    cr_assert_eq(init_scale(&spec, 1, &variance, &sigma, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "init variance must be > 0: gain 1e-200, fan-in 1 gives 0");
+    spec.gain = DBL_TRUE_MIN;
+    cr_assert_eq(init_scale(&spec, 4096, &variance, &sigma, &err), LG_ERR_INVALID);
+    cr_assert(strstr(err.message, "init sigma must be > 0: gain 4.94066e-324, fan-in 4096"),
+              "%s", err.message);
+    cr_assert_eq(init_fill(&spec, "small", 2, 2, out, &err), LG_ERR_INVALID);
+    cr_assert_eq(init_call_count(), 0);
+    /* The largest gains that pass: sigma^2 finite, so sigma * 8.58 is finite too. */
+    spec.gain = 1e150;
+    cr_assert_eq(init_scale(&spec, 1, &variance, &sigma, &err), LG_OK);
+    cr_assert(isfinite(variance) && variance > 0.0 && isfinite(8.58 * sigma));
+}
+
 /* The contract: the same (seed, position) gives the same bits however the values are
  * visited, whatever else was drawn first, and wherever the memory came from. */
 Test(stage06, same_seed_and_position_are_bit_identical_in_any_order)
@@ -201,27 +234,26 @@ Test(stage06, initializer_calls_are_counted_exactly)
         cr_assert(isfinite(fc1[j]) && fc1[j] != 0.0, "value %zu: %g", j, fc1[j]);
 }
 
-/* A gain of 1e308 passes the spec (it is finite) and sigma = 1.41e308 is finite, but
- * sigma z overflows once |z| > 1.27: the fill stops at the first such value, names its
- * position, and has made exactly as many calls as it drew. */
-Test(stage06, the_first_nonfinite_value_stops_the_fill)
+/* A gain of 1e308 passes the spec (it is finite) and sigma = 1.41e308 is finite, but the
+ * variance is not, and sigma z would overflow once |z| > 1.27: init_scale refuses the
+ * spec, so the fill stops before its first draw. Every gain that passes keeps all 4096
+ * values of a fan-in-1 weight finite. */
+Test(stage06, a_gain_that_would_overflow_a_value_is_refused_before_any_draw)
 {
-    enum { ROWS = 64 };
+    enum { ROWS = 4096 };
     LgError err = LG_ERROR_INIT;
     InitSpec huge = {INIT_NORMAL, 1e308, 3, INIT_ROLE_RELU};
-    double sigma = 0.0, out[ROWS];
-    cr_assert_eq(init_scale(&huge, 1, NULL, &sigma, &err), LG_OK);
-    size_t first_bad = ROWS;
-    for (size_t r = 0; r < ROWS && first_bad == ROWS; r++)
-        if (!isfinite(sigma * init_unit_normal(3, init_position("big", r, 0))))
-            first_bad = r;
-    cr_assert_lt(first_bad, ROWS, "some |z| > 1.27 among 64 draws");
+    double *out = mem_alloc(ROWS, sizeof *out, "weights", &err);
     init_reset_call_count();
     cr_assert_eq(init_fill(&huge, "big", ROWS, 1, out, &err), LG_ERR_NONFINITE);
-    char want[LG_MESSAGE_MAX];
-    snprintf(want, sizeof want, "init value big[%zu,0] is not finite: got ", first_bad);
-    cr_assert(strncmp(err.message, want, strlen(want)) == 0, "%s", err.message);
-    cr_assert_eq(init_call_count(), first_bad + 1);
+    cr_assert_str_eq(err.message, "init variance must be finite: gain 1e+308, fan-in 1 gives inf");
+    cr_assert_eq(init_call_count(), 0);
+    huge.gain = 1e153; /* variance 2e306, sigma 1.41e153 */
+    cr_assert_eq(init_fill(&huge, "big", ROWS, 1, out, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(init_call_count(), ROWS);
+    for (size_t j = 0; j < ROWS; j++)
+        cr_assert(isfinite(out[j]), "value %zu: %g", j, out[j]);
+    mem_free(out);
 }
 
 /* Every value is finite and inside the range its distribution allows: |z| <= 8.58 for
@@ -365,6 +397,40 @@ Test(stage06, he_keeps_the_signal_and_standard_loses_it)
     cr_assert_lt(standard[DEPTH - 1], 1e-5, "twenty layers: the standard signal vanishes");
 }
 
+/* The test above bounds q_l against its theory with 5 sqrt(v_l / S), which passes any
+ * q_l below the theory from about layer 10 on. One step at a time does not compound:
+ * for one input (batch 1), R = q_l / q_(l-1) = (c/C) chi2_C B has mean exactly c/2 and
+ * relative variance 5/C at every layer l >= 2 (the chapter's derivation). Over S = 128
+ * independent seeds, each layer's mean of R / (c/2) lies within 5 sqrt(5 / (C S)) =
+ * 12.4% of 1, on both sides: a policy off by a factor two (0.5 or 2) fails at every
+ * layer. The pooled sample variance of R / (c/2) checks the 5/C itself, within 25% (its
+ * own sampling sd over 19 * 128 ratios is about 5%). */
+Test(stage06, every_layer_multiplies_the_signal_by_c_over_2)
+{
+    enum { WIDTH = 64, DEPTH = 20, SEEDS = 128 };
+    LgError err = LG_ERROR_INIT;
+    const InitSpec *policies[2] = {&STANDARD, &HE};
+    const double half_c[2] = {0.5, 1.0};
+    const double tolerance = 5 * sqrt(5.0 / WIDTH / SEEDS);
+    for (int k = 0; k < 2; k++) {
+        double sum[DEPTH] = {0}, pooled = 0.0, q[DEPTH];
+        for (uint64_t s = 0; s < SEEDS; s++) {
+            const InitSpec spec = seeded(*policies[k], 5000 + s);
+            cr_assert_eq(variance_through_depth(&spec, WIDTH, DEPTH, 1, q, &err), LG_OK);
+            for (int l = 1; l < DEPTH; l++) {
+                double r = q[l] / q[l - 1] / half_c[k];
+                sum[l] += r / SEEDS;
+                pooled += (r - 1.0) * (r - 1.0) / (SEEDS * (DEPTH - 1));
+            }
+        }
+        for (int l = 1; l < DEPTH; l++)
+            cr_assert_lt(fabs(sum[l] - 1.0), tolerance, "policy %d, q_%d / q_%d / (c/2) = %g", k,
+                         l + 1, l, sum[l]);
+        cr_assert_lt(fabs(pooled / (5.0 / WIDTH) - 1.0), 0.25, "policy %d: relative variance "
+                     "%g, theory 5/C = %g", k, pooled, 5.0 / WIDTH);
+    }
+}
+
 Test(stage06, depth_experiment_refuses_bad_sizes_and_leaks_nothing)
 {
     LgError err = LG_ERROR_INIT;
@@ -437,8 +503,8 @@ Test(stage06, program_conventions_for_help_usage_and_rules)
     run_program(&run, "stage-06", "--help");
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "usage: stage-06"));
-    run_program(&run, "stage-06", "--bogus");
-    cr_assert_eq(run.status, 2);
+    run_program(&run, "stage-06", "--help extra");
+    cr_assert_eq(run.status, 0, "--help wins over what follows");
     run_program(&run, "stage-06", "--fan-in 0");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--fan-in must be an integer in [1, 4096]: got '0'"));
@@ -448,13 +514,116 @@ Test(stage06, program_conventions_for_help_usage_and_rules)
                                  "multiple of 64"), "%s", run.output);
     run_program(&run, "stage-06", "--seed -1");
     cr_assert_eq(run.status, 2);
-    run_program(&run, "stage-06", "extra");
-    cr_assert_eq(run.status, 2);
-    cr_assert(strstr(run.output, "unexpected argument 'extra'"));
+}
+
+/* Every usage error: exit 2, one message in the program's words on standard error (none
+ * of getopt's own), and nothing at all on standard output. */
+Test(stage06, usage_errors_print_one_message_and_nothing_on_stdout)
+{
+    static const char *const cases[][2] = {
+        {"--bogus", "unknown option '--bogus'; try 'stage-06 --help'"},
+        {"-x", "unknown option '-x'; try 'stage-06 --help'"},
+        {"-xy", "unknown option '-x'; try 'stage-06 --help'"},
+        {"--help=3", "option '--help' takes no value; try 'stage-06 --help'"},
+        {"--seed", "option '--seed' needs a value; try 'stage-06 --help'"},
+        {"--fan-in 8 --figure-data", "option '--figure-data' needs a value; try 'stage-06 --help'"},
+        {"extra", "unexpected argument 'extra'; try 'stage-06 --help'"},
+        {"--seed 3 extra", "unexpected argument 'extra'; try 'stage-06 --help'"},
+        {"--figure-data ''", "--figure-data must name a directory: got ''"},
+        {"--figure-data=", "--figure-data must name a directory: got ''"},
+        {"--fan-in 0", "--fan-in must be an integer in [1, 4096]: got '0'"},
+    };
+    static ProgramRun run;
+    char want[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_program(&run, "stage-06", cases[i][0]);
+        snprintf(want, sizeof want, "stage-06: error: %s\n", cases[i][1]);
+        cr_assert_eq(run.status, 2, "%s: exit %d", cases[i][0], run.status);
+        cr_assert_str_eq(run.output, want, "%s", cases[i][0]);
+        run_program_stdout(&run, "stage-06", cases[i][0]);
+        cr_assert_str_eq(run.output, "", "%s: stdout must be empty", cases[i][0]);
+    }
+}
+
+/* The directory is checked before anything is computed or printed: exit 1, the path and
+ * the system's reason, an empty standard output. */
+Test(stage06, figure_directory_is_checked_before_the_experiments)
+{
+    static ProgramRun run;
     run_program(&run, "stage-06", "--figure-data /nonexistent/litgrad-06");
     cr_assert_eq(run.status, 1);
-    cr_assert(strstr(run.output, "cannot write the figure data file "
-                                 "/nonexistent/litgrad-06/fig-06-histogram.dat"), "%s", run.output);
+    cr_assert_str_eq(run.output, "stage-06: error: cannot write figure data into "
+                                 "/nonexistent/litgrad-06: No such file or directory\n");
+    run_program_stdout(&run, "stage-06", "--figure-data /nonexistent/litgrad-06");
+    cr_assert_str_eq(run.output, "", "nothing computed, nothing printed");
+    char file[] = "/tmp/litgrad-06-file-XXXXXX", args[256], want[256];
+    int fd = mkstemp(file);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    snprintf(args, sizeof args, "--figure-data %s", file);
+    run_program(&run, "stage-06", args);
+    snprintf(want, sizeof want, "stage-06: error: cannot write figure data into %s: Not a "
+                                "directory\n", file);
+    cr_assert_eq(run.status, 1);
+    cr_assert_str_eq(run.output, want);
+    unlink(file);
+    if (geteuid() != 0) { /* root may write anywhere */
+        char dir[] = "/tmp/litgrad-06-ro-XXXXXX";
+        cr_assert_not_null(mkdtemp(dir));
+        chmod(dir, 0500);
+        snprintf(args, sizeof args, "--figure-data %s", dir);
+        run_program(&run, "stage-06", args);
+        cr_assert_eq(run.status, 1);
+        cr_assert(strstr(run.output, "Permission denied"), "%s", run.output);
+        rmdir(dir);
+    }
+}
+
+/* A full standard output is a failure: exit 1 with the reason (the shell sends stderr to
+ * the pipe before stdout goes to /dev/full). */
+Test(stage06, a_report_that_cannot_be_written_exits_1)
+{
+    static ProgramRun run;
+    run_program(&run, "stage-06", "--fan-in 8 --samples 64 2>&1 >/dev/full; echo \"exit $?\"");
+    cr_assert_str_eq(run.output, "stage-06: error: cannot write the report to standard output: "
+                                 "No space left on device\nexit 1\n");
+    run_program(&run, "stage-06", "--help 2>&1 >/dev/full; echo \"exit $?\"");
+    cr_assert(strstr(run.output, "exit 1\n"), "%s", run.output);
+}
+
+static size_t count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+/* Nothing half-written: when the second data file cannot be put in place (a directory has
+ * its name) or the report cannot be written, no data file and no temporary file is left. */
+Test(stage06, a_failed_figure_run_leaves_no_data_file)
+{
+    char dir[] = "/tmp/litgrad-06-XXXXXX", args[256], blocker[256], want[512];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(blocker, sizeof blocker, "%s/fig-06-variance-fanin.dat", dir);
+    cr_assert_eq(mkdir(blocker, 0700), 0);
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    static ProgramRun run;
+    run_program(&run, "stage-06", args);
+    snprintf(want, sizeof want, "stage-06: error: cannot write %s: Is a directory\n", blocker);
+    cr_assert_eq(run.status, 1);
+    cr_assert(strstr(run.output, want), "%s", run.output);
+    cr_assert_eq(count_entries(dir), 1, "only the blocking directory is left");
+    rmdir(blocker);
+    snprintf(args, sizeof args, "--figure-data %s 2>&1 >/dev/full; echo \"exit $?\"", dir);
+    run_program(&run, "stage-06", args);
+    cr_assert(strstr(run.output, "cannot write the report to standard output: No space left on "
+                                 "device\nexit 1\n"), "%s", run.output);
+    cr_assert_eq(count_entries(dir), 0, "the report failed, so no data file either");
+    rmdir(dir);
 }
 
 static size_t count_lines(const char *path)
@@ -468,21 +637,133 @@ static size_t count_lines(const char *path)
     return lines;
 }
 
-Test(stage06, figure_data_files_are_written)
+/* The numbers of a data file's lines, comments and blank lines skipped: up to `rows`
+ * lines of exactly `cols` numbers each, into x[row * cols + col]. Returns the rows read. */
+static size_t read_table(const char *path, size_t rows, size_t cols, double *x)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s was not written", path);
+    char line[512];
+    size_t row = 0;
+    while (row < rows && fgets(line, sizeof line, f) != NULL) {
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        char *p = line, *end;
+        for (size_t c = 0; c < cols; c++, p = end) {
+            x[row * cols + c] = strtod(p, &end);
+            cr_assert(end != p, "%s line %zu: only %zu numbers", path, row + 1, c);
+        }
+        row++;
+    }
+    fclose(f);
+    return row;
+}
+
+/* The rows of numbers that follow the line containing `title` in the report, after
+ * `skip` more lines, as read_table reads a file. */
+static void read_report(const char *report, const char *title, int skip, size_t rows,
+                        size_t cols, double *x)
+{
+    const char *p = strstr(report, title);
+    cr_assert_not_null(p, "no '%s' in the report", title);
+    for (int i = 0; i <= skip; i++)
+        p = strchr(p, '\n') + 1;
+    for (size_t row = 0; row < rows; row++, p = strchr(p, '\n') + 1) {
+        char *end;
+        for (size_t c = 0; c < cols; c++, p = end) {
+            x[row * cols + c] = strtod(p, &end);
+            cr_assert(end != p, "report '%s' row %zu: only %zu numbers", title, row, c);
+        }
+    }
+}
+
+static void assert_close(double got, double want, double relative, const char *what, size_t i)
+{
+    cr_assert_leq(fabs(got - want), relative * fabs(want), "%s %zu: %.9g, want %.9g", what, i,
+                  got, want);
+}
+
+/* The chart data are the program's own numbers: each file is checked against the report
+ * (at the report's precision) or against the closed forms -- targets 1/C_in and 2/C_in,
+ * sqrt(2 / (n - 1)), c (c/2)^(l-1), the normal densities, and the histogram's variance,
+ * which must be experiment 1's sample variance plus Sheppard's width^2 / 12 (within 2%,
+ * the binning). The densities are computed from 6-digit abscissae: 2e-4 in the tails. */
+Test(stage06, figure_data_files_hold_the_reported_numbers)
 {
     char dir[] = "/tmp/litgrad-06-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     char args[256], path[256];
     snprintf(args, sizeof args, "--figure-data %s", dir);
     static ProgramRun run;
-    run_program(&run, "stage-06", args);
+    run_program_stdout(&run, "stage-06", args);
     cr_assert_eq(run.status, 0, "%s", run.output);
     static const char *const names[] = {"fig-06-histogram", "fig-06-variance-fanin",
                                         "fig-06-depth"};
-    const size_t lines[] = {1 + 40 + 2 + 1 + 161, 1 + 10, 1 + 20};
+    const size_t lines[] = {1 + 40 + 2 + 1 + 161, 1 + 10, 2 + 20};
     for (int i = 0; i < 3; i++) {
         snprintf(path, sizeof path, "%s/%s.dat", dir, names[i]);
         cr_assert_eq(count_lines(path), lines[i], "%s", path);
+    }
+
+    static double hist[(40 + 161) * 3], fan[10 * 8], depth[20 * 10];
+    static double table2[10 * 9], table3[20 * 5];
+    snprintf(path, sizeof path, "%s/fig-06-histogram.dat", dir);
+    cr_assert_eq(read_table(path, 40 + 161, 3, hist), 40 + 161);
+    const char *rows[2] = {strstr(run.output, "  standard  linear  "),
+                           strstr(run.output, "  He        relu    ")};
+    double s2[2]; /* experiment 1's sample variances, as reported */
+    for (int k = 0; k < 2; k++)
+        cr_assert(rows[k] && sscanf(rows[k], " %*s %*s %*f %lf", &s2[k]) == 1);
+    const double sd[2] = {0.125, sqrt(2.0) / 8}, width = 9.0 * sd[1] / 40, pi = acos(-1.0);
+    for (int k = 0; k < 2; k++) {
+        double mass = 0.0, second = 0.0;
+        for (size_t b = 0; b < 40; b++) {
+            assert_close(hist[b * 3], -4.5 * sd[1] + (b + 0.5) * width, 1e-5, "bin centre", b);
+            mass += hist[b * 3 + 1 + k] * width;
+            second += hist[b * 3] * hist[b * 3] * hist[b * 3 + 1 + k] * width;
+        }
+        cr_assert(mass > 0.999 && mass < 1.000001, "policy %d: mass %g", k, mass);
+        assert_close(second, s2[k] + width * width / 12, 0.02, "binned variance, policy", k);
+        for (size_t j = 40; j < 40 + 161; j++) {
+            double x = hist[j * 3];
+            assert_close(hist[j * 3 + 1 + k],
+                         exp(-x * x / (2 * sd[k] * sd[k])) / (sd[k] * sqrt(2 * pi)), 2e-4,
+                         "normal density, point", j - 40);
+        }
+    }
+
+    snprintf(path, sizeof path, "%s/fig-06-variance-fanin.dat", dir);
+    cr_assert_eq(read_table(path, 10, 8, fan), 10);
+    read_report(run.output, "experiment 2:", 1, 10, 9, table2);
+    for (size_t p = 0; p < 10; p++) {
+        double c_in = ldexp(1.0, (int)p), *f = fan + p * 8, *t = table2 + p * 9;
+        cr_assert_eq(f[0], c_in);
+        assert_close(f[1], 1.0 / c_in, 1e-9, "1/C_in at point", p);
+        assert_close(f[4], 2.0 / c_in, 1e-9, "2/C_in at point", p);
+        assert_close(f[7], sqrt(2.0 / 4095), 1e-9, "sqrt(2/(n-1)) at point", p);
+        assert_close(f[2], t[2], 1e-5, "standard mean at point", p);
+        assert_close(f[3], t[3], 6e-3, "standard sd at point", p);
+        assert_close(f[5], t[6], 1e-5, "He mean at point", p);
+        assert_close(f[6], t[7], 6e-3, "He sd at point", p);
+    }
+
+    snprintf(path, sizeof path, "%s/fig-06-depth.dat", dir);
+    cr_assert_eq(read_table(path, 20, 10, depth), 20);
+    read_report(run.output, "experiment 3:", 2, 20, 5, table3);
+    const double c[4] = {0.5, 1.0, 2.0, 4.0};
+    for (size_t l = 0; l < 20; l++) {
+        double *f = depth + l * 10;
+        cr_assert_eq(f[0], (double)(l + 1));
+        cr_assert_eq(table3[l * 5], (double)(l + 1));
+        for (int k = 0; k < 4; k++) {
+            assert_close(f[1 + k], table3[l * 5 + 1 + k], 1e-4, "measured q, layer", l + 1);
+            assert_close(f[5 + k], c[k] * pow(c[k] / 2, (double)l), 1e-8, "theory, layer", l + 1);
+        }
+        double v = pow(1 + 2.0 / 64, 2) * pow(1 + 5.0 / 64, (double)l) - 1;
+        assert_close(f[9], sqrt(v / 5), 1e-8, "band, layer", l + 1);
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s.dat", dir, names[i]);
         unlink(path);
     }
     rmdir(dir);

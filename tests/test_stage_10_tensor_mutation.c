@@ -1,0 +1,551 @@
+/* Stage 10: tensors with storage identity, in-place ops, the IR (parser, printer,
+ * checker) and the eager interpreter. Float32 results are compared by their bits. */
+#include "litgrad_test.h"
+
+#include <dirent.h>
+#include <stdint.h>
+
+#include "interp.h"
+#include "ir.h"
+#include "runner.h"
+#include "tensor.h"
+
+LG_SUITE(stage10);
+
+static const TensorType F32 = {TENSOR_FLOAT32, 0, {0}};
+
+static const char halve_text[] =
+    "def halve(%state: f32[]) {\n"
+    "  mul_(%state, 0.5)\n"
+    "  %answer = clone(%state)\n"
+    "  return %answer\n"
+    "}\n";
+
+static IrProgram *parse_ok(const char *text)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = ir_parse(text, "test", &err);
+    cr_assert_not_null(program, "%s", err.message);
+    return program;
+}
+
+static uint32_t bits0(const Tensor *t)
+{
+    return tensor_f32_bits(tensor_get(t, 0).f32);
+}
+
+/* Run a one-input program once on x and return the first returned tensor's bits. */
+static uint32_t run_scalar(const char *text, Tensor *x, uint32_t *returned)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(text);
+    IrResults results;
+    cr_assert_eq(interp_call(program, 0, &x, 1, &results, &err), LG_OK, "%s", err.message);
+    uint32_t bits = results.count > 0 ? bits0(results.tensors[0]) : 0;
+    if (returned != NULL)
+        *returned = bits;
+    interp_results_free(&results);
+    ir_program_free(&program);
+    return bits;
+}
+
+static char *print_to_string(const IrProgram *program)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    ir_print_program(program, out);
+    fclose(out);
+    return text;
+}
+
+Test(stage10, types_are_formatted_and_checked)
+{
+    LgError err = LG_ERROR_INIT;
+    char buf[64];
+    TensorType t = {TENSOR_INT64, 2, {2, 3}};
+    tensor_type_format(&t, buf, sizeof buf);
+    cr_assert_str_eq(buf, "i64[2, 3]");
+    tensor_type_format(&F32, buf, sizeof buf);
+    cr_assert_str_eq(buf, "f32[]");
+    cr_assert_eq(tensor_type_numel(&t), 6);
+    cr_assert_eq(tensor_type_numel(&F32), 1, "a 0-d tensor has one element");
+    TensorType zero = {TENSOR_FLOAT32, 2, {2, 0}};
+    cr_assert_eq(tensor_type_check(&zero, &err), LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message, "dim 1 of a tensor must be >= 1: got 0");
+    TensorType huge = {TENSOR_FLOAT32, 2, {1 << 13, 1 << 12}};
+    cr_assert_eq(tensor_type_check(&huge, &err), LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message,
+                     "a tensor has at most 16777216 elements: dim 1 is 4096 after 8192");
+    cr_assert_null(tensor_full(&huge, 0.0, &err), "refused before allocating");
+    cr_assert_eq(mem_live_blocks(), 0);
+}
+
+Test(stage10, clone_makes_a_storage_and_alias_shares_one)
+{
+    LgError err = LG_ERROR_INIT;
+    Tensor *x = tensor_full(&F32, 1.0, &err);
+    Tensor *c = tensor_clone(x, &err);
+    Tensor *a = tensor_alias(x, &err);
+    cr_assert(!tensor_same_storage(x, c));
+    cr_assert(tensor_same_storage(x, a));
+    cr_assert_neq(tensor_storage_id(x), tensor_storage_id(c));
+    cr_assert_eq(tensor_apply_scalar_inplace(TENSOR_OP_MUL, a, 0.5, &err), LG_OK);
+    cr_assert_eq(bits0(x), 0x3f000000, "a change through the alias is seen through x");
+    cr_assert_eq(bits0(c), 0x3f800000, "the clone keeps 1");
+    tensor_free(&x);
+    cr_assert_eq(bits0(a), 0x3f000000, "the storage lives while an alias points at it");
+    tensor_free(&a);
+    tensor_free(&c);
+    cr_assert_null(c);
+}
+
+Test(stage10, float32_arithmetic_rounds_like_pytorch)
+{
+    LgError err = LG_ERROR_INIT;
+    Tensor *x = tensor_full(&F32, 1.0, &err);
+    tensor_apply_scalar_inplace(TENSOR_OP_MUL, x, 0.8, &err);
+    cr_assert_eq(bits0(x), 0x3f4ccccd, "1.0 * fl(0.8)");
+    tensor_apply_scalar_inplace(TENSOR_OP_MUL, x, 0.5, &err);
+    cr_assert_eq(bits0(x), 0x3ecccccd, "0.4");
+    Tensor *three = tensor_full(&F32, 3.0, &err);
+    Tensor *l = tensor_apply(TENSOR_OP_LOG, three, NULL, &err);
+    cr_assert_eq(bits0(l), 0x3f8c9f54, "log 3 = 1.0986123 in float32");
+    cr_assert_eq(tensor_f32_from_bits(0x3f8c9f54), 1.0986123f);
+    tensor_free(&x);
+    tensor_free(&three);
+    tensor_free(&l);
+}
+
+Test(stage10, operation_rules_name_the_types)
+{
+    LgError err = LG_ERROR_INIT;
+    TensorType i64 = {TENSOR_INT64, 0, {0}}, v3 = {TENSOR_FLOAT32, 1, {3}};
+    TensorType v2 = {TENSOR_FLOAT32, 1, {2}}, out;
+    cr_assert_eq(tensor_op_type(TENSOR_OP_MUL, &F32, &i64, &out, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_str_eq(err.message, "mul needs operands of one dtype: got f32[] and i64[]");
+    cr_assert_eq(tensor_op_type(TENSOR_OP_LOG, &i64, NULL, &out, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_str_eq(err.message, "log is defined for f32: got i64[]");
+    cr_assert_eq(tensor_op_type(TENSOR_OP_ADD, &v2, &v3, &out, &err), LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message, "add needs equal shapes or a 0-d operand: got f32[2] and f32[3]");
+    cr_assert_eq(tensor_op_type(TENSOR_OP_ADD, &F32, &v3, &out, &err), LG_OK);
+    cr_assert(tensor_type_equal(&out, &v3), "a 0-d operand broadcasts");
+    cr_assert_eq(tensor_op_type(TENSOR_OP_LT, &i64, &i64, &out, &err), LG_OK);
+    cr_assert_eq(out.dtype, TENSOR_BOOL);
+    cr_assert_eq(tensor_op_type_inplace(TENSOR_OP_ADD, &F32, &v3, &err), LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message, "add_ cannot write f32[3] into f32[]: in place keeps the type");
+    cr_assert_eq(tensor_op_type_inplace(TENSOR_OP_LT, &i64, &i64, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_eq(tensor_op_type(TENSOR_OP_COPY, &F32, &v3, &out, &err), LG_ERR_TENSOR_SHAPE,
+                 "copy writes into its first operand's shape");
+}
+
+Test(stage10, numbers_must_be_values_of_the_dtype)
+{
+    LgError err = LG_ERROR_INIT;
+    TensorElem e;
+    cr_assert_eq(tensor_scalar_elem(0.5, TENSOR_INT64, &e, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_str_eq(err.message,
+                     "scalar 0.5 is not an i64 value (an integer of magnitude at most 2^53)");
+    cr_assert_eq(tensor_scalar_elem(1e39, TENSOR_FLOAT32, &e, &err), LG_ERR_INVALID);
+    cr_assert_eq(tensor_scalar_elem(2, TENSOR_BOOL, &e, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_eq(tensor_scalar_elem(-7, TENSOR_INT64, &e, &err), LG_OK);
+    cr_assert_eq(e.i64, -7);
+    TensorType i64 = {TENSOR_INT64, 0, {0}};
+    Tensor *i = tensor_full(&i64, 3, &err);
+    cr_assert_eq(tensor_apply_scalar_inplace(TENSOR_OP_MUL, i, 0.5, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_eq(tensor_get(i, 0).i64, 3, "a refused in-place op changes nothing");
+    tensor_free(&i);
+}
+
+Test(stage10, int64_arithmetic_wraps_instead_of_being_undefined)
+{
+    TensorElem a = {.i64 = INT64_MAX}, one = {.i64 = 1};
+    cr_assert_eq(tensor_elem_apply(TENSOR_OP_ADD, TENSOR_INT64, a, one).i64, INT64_MIN);
+    TensorElem m = {.i64 = INT64_MIN};
+    cr_assert_eq(tensor_elem_apply(TENSOR_OP_NEG, TENSOR_INT64, m, m).i64, INT64_MIN);
+}
+
+Test(stage10, inplace_op_reading_its_own_storage_doubles)
+{
+    LgError err = LG_ERROR_INIT;
+    TensorType v3 = {TENSOR_FLOAT32, 1, {3}};
+    Tensor *x = tensor_full(&v3, 1.5, &err);
+    Tensor *y = tensor_alias(x, &err);
+    cr_assert_eq(tensor_apply_inplace(TENSOR_OP_ADD, y, y, &err), LG_OK);
+    for (size_t i = 0; i < 3; i++)
+        cr_assert_eq(tensor_get(x, i).f32, 3.0f);
+    Tensor *s = tensor_full(&F32, 7.0, &err);
+    cr_assert_eq(tensor_apply_inplace(TENSOR_OP_COPY, x, s, &err), LG_OK, "copy_ of a 0-d");
+    cr_assert_eq(tensor_get(y, 2).f32, 7.0f);
+    tensor_free(&x);
+    tensor_free(&y);
+    tensor_free(&s);
+}
+
+Test(stage10, halve_returns_and_leaves_one_half_then_one_quarter)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(halve_text);
+    Tensor *state = tensor_full(&F32, 1.0, &err);
+    const uint32_t expected[] = {0x3f000000, 0x3e800000, 0x3e000000};
+    for (size_t call = 0; call < 3; call++) {
+        IrResults results;
+        cr_assert_eq(interp_call(program, 0, &state, 1, &results, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(results.count, 1);
+        cr_assert_eq(bits0(results.tensors[0]), expected[call], "answer of call %zu", call + 1);
+        cr_assert_eq(bits0(state), expected[call], "state after call %zu", call + 1);
+        cr_assert(!tensor_same_storage(results.tensors[0], state), "answer is a clone");
+        interp_results_free(&results);
+    }
+    tensor_free(&state);
+    ir_program_free(&program);
+}
+
+Test(stage10, a_read_before_log_inplace_keeps_log_3)
+{
+    LgError err = LG_ERROR_INIT;
+    Tensor *x = tensor_full(&F32, 3.0, &err);
+    uint32_t y;
+    run_scalar("def f(%x: f32[]) {\n  %y = log(%x)\n  log_(%x)\n  return %y\n}\n", x, &y);
+    cr_assert_eq(y, 0x3f8c9f54, "y = log 3");
+    cr_assert_eq(bits0(x), 0x3f8c9f54, "x ends as log 3, not log log 3");
+    tensor_free(&x);
+}
+
+Test(stage10, a_mutation_through_an_alias_reaches_the_input)
+{
+    LgError err = LG_ERROR_INIT;
+    Tensor *x = tensor_full(&F32, 1.0, &err);
+    uint32_t y;
+    run_scalar("def f(%x: f32[]) {\n  %y = alias(%x)\n  add_(%y, %y)\n  return %y\n}\n", x, &y);
+    cr_assert_eq(bits0(x), 0x40000000, "x = 2");
+    cr_assert_eq(y, 0x40000000);
+    tensor_free(&x);
+}
+
+Test(stage10, creation_ops_make_their_types)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(
+        "def f(%x: f32[2]) {\n"
+        "  %z = zeros_like(%x)\n"
+        "  %n = full([2, 3], 4, i64)\n"
+        "  %b = full([], 1, bool)\n"
+        "  %c = copy(%x, 9)\n"
+        "  return %z, %n, %b, %c\n"
+        "}\n");
+    TensorType v2 = {TENSOR_FLOAT32, 1, {2}};
+    Tensor *x = tensor_full(&v2, 5.0, &err);
+    IrResults r;
+    cr_assert_eq(interp_call(program, 0, &x, 1, &r, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(r.count, 4);
+    cr_assert_eq(tensor_get(r.tensors[0], 1).f32, 0.0f);
+    TensorType i23 = {TENSOR_INT64, 2, {2, 3}};
+    cr_assert(tensor_type_equal(tensor_type(r.tensors[1]), &i23));
+    cr_assert_eq(tensor_get(r.tensors[1], 5).i64, 4);
+    cr_assert_eq(tensor_get(r.tensors[2], 0).b, true);
+    cr_assert_eq(tensor_get(r.tensors[3], 1).f32, 9.0f);
+    cr_assert_eq(tensor_get(x, 0).f32, 5.0f, "copy is out of place");
+    interp_results_free(&r);
+    tensor_free(&x);
+    ir_program_free(&program);
+}
+
+/* print(parse(text)) is canonical: parsing it again and printing gives the same text. */
+Test(stage10, printing_and_parsing_round_trip)
+{
+    static const char *const texts[] = {
+        halve_text,
+        "# comment\ndef   f( %x:f32[2,3] ,%i: i64[]){ %y=mul(%x,0.8)  add_(%i,-3)\n"
+        "%b = lt(%i, 2) %z = full([4], 1e-05, f32) copy_(%z, 2.5)\n return %y,%b }\n"
+        "def g() {\n  return\n}\n",
+        "def versions(%state.1: f32[]) {\n  %state.2 = exp(%state.1)\n  return %state.2\n}\n",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        IrProgram *first = parse_ok(texts[i]);
+        char *printed = print_to_string(first);
+        IrProgram *second = parse_ok(printed);
+        char *again = print_to_string(second);
+        cr_assert_str_eq(printed, again, "text %zu", i);
+        cr_assert_eq(first->nfunctions, second->nfunctions);
+        free(printed);
+        free(again);
+        ir_program_free(&first);
+        ir_program_free(&second);
+    }
+    IrProgram *p = parse_ok(texts[1]);
+    char *printed = print_to_string(p);
+    cr_assert_str_eq(printed,
+                     "def f(%x: f32[2, 3], %i: i64[]) {\n"
+                     "  %y = mul(%x, 0.8)\n"
+                     "  add_(%i, -3)\n"
+                     "  %b = lt(%i, 2)\n"
+                     "  %z = full([4], 1e-05, f32)\n"
+                     "  copy_(%z, 2.5)\n"
+                     "  return %y, %b\n"
+                     "}\n"
+                     "\n"
+                     "def g() {\n"
+                     "  return\n"
+                     "}\n");
+    free(printed);
+    ir_program_free(&p);
+}
+
+/* Each malformed text is refused with its place and rule, and leaves nothing. */
+Test(stage10, malformed_programs_are_refused_with_line_and_column)
+{
+    static const struct { const char *text; LgStatus status; const char *message; } cases[] = {
+        {"", LG_ERR_IR_INVALID,
+         "t:1:1: a program needs at least one function: def NAME(PARAMS) { ... }"},
+        {"def f(%x: f32[]) {\n  %y = lg(%x)\n  return %y\n}\n", LG_ERR_IR_INVALID,
+         "t:2:8: unknown operation 'lg'"},
+        {"def f(%x: f32[]) {\n  mul_(%x 0.5)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:11: expected ',' between operands, found number 0.5"},
+        {"def f(%x: f32[]) {\n  %x = exp(%x)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:3: value %x is defined twice (SSA: one definition per name)"},
+        {"def f(%x: f32[], %x: f32[]) {\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:1:18: value %x is defined twice (SSA: one definition per name)"},
+        {"def f(%x: f32[]) {\n  %y = mul_(%x, 2)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:8: mul_ changes its first operand in place and defines no value: got 1"},
+        {"def f(%x: f32[]) {\n  mul_(%x)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:3: mul_ takes 2 operands: got 1"},
+        {"def f(%x: f32[]) {\n  %y = full(%x, 1, f32)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:8: operand 1 of full must be a shape: got a value"},
+        {"def f(%i: i64[]) {\n  mul_(%i, 0.5)\n  return\n}\n", LG_ERR_TENSOR_DTYPE,
+         "t:2:3: scalar 0.5 is not an i64 value (an integer of magnitude at most 2^53)"},
+        {"def f(%x: f32[0]) {\n  return\n}\n", LG_ERR_TENSOR_SHAPE,
+         "t:1:15: a dim must be an integer in [1, 16777216]: found number 0"},
+        {"def f(%x: f64[]) {\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:1:11: expected a dtype (f32, i64 or bool), found 'f64'"},
+        {"def f(%x: f32[]) {\n  %y = exp(%x)\n", LG_ERR_IR_INVALID,
+         "t:3:1: expected an instruction or 'return', found the end of the file"},
+        {"def f(%x: f32[]) {\n  return %x\n}\ndef f() {\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:4:5: function f is defined twice"},
+        {"def f(%x: f32[]) {\n  %y = mul(%x, 1e999)\n  return\n}\n", LG_ERR_NONFINITE,
+         "t:2:16: a number must be finite: got '1e999'"},
+        {"def f(%x: f32[]) {\n  %y = mul(%x, 2x)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:16: malformed number starting '2x'"},
+        {"def f(%x: f32[]) { return $ }", LG_ERR_IR_INVALID, "t:1:27: unexpected character '$'"},
+        {"def f(%averyveryveryveryverylongname123: f32[]) { return }", LG_ERR_IR_INVALID,
+         "t:1:7: a name has at most 31 characters"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        LgError err = LG_ERROR_INIT;
+        cr_assert_null(ir_parse(cases[i].text, "t", &err), "case %zu parsed", i);
+        cr_assert_str_eq(err.message, cases[i].message, "case %zu", i);
+        cr_assert_eq(err.status, cases[i].status, "case %zu: %s", i, status_name(err.status));
+        cr_assert_eq(mem_live_blocks(), 0, "case %zu left blocks", i);
+    }
+}
+
+/* Walk k = 1, 2, ... over the parser: each injected failure returns NULL with
+ * LG_ERR_ALLOC and leaves no block; then the parse succeeds. */
+Test(stage10, every_allocation_failure_of_the_parser_leaves_nothing)
+{
+    static const char text[] =
+        "def f(%a: f32[], %b: f32[], %c: f32[], %d: f32[], %e: f32[]) {\n"
+        "  %x = add(%a, %b)\n  %y = mul(%x, %c)\n  %z = sub(%y, %d)\n"
+        "  %w = div(%z, %e)\n  %v = exp(%w)\n  log_(%v)\n  return %v\n}\n"
+        "def g() {\n  return\n}\n";
+    LgError err = LG_ERROR_INIT;
+    size_t k = 1;
+    for (;; k++) {
+        mem_fail_at(k);
+        IrProgram *program = ir_parse(text, "t", &err);
+        mem_fail_at(0);
+        if (program != NULL) {
+            ir_program_free(&program);
+            break;
+        }
+        cr_assert_eq(err.status, LG_ERR_ALLOC, "k = %zu: %s", k, err.message);
+        cr_assert_eq(mem_live_blocks(), 0, "failure at allocation %zu leaked", k);
+    }
+    cr_assert_gt(k, 4, "the parser grows its arrays: %zu allocations", k - 1);
+}
+
+Test(stage10, every_allocation_failure_of_a_call_leaves_nothing)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(
+        "def f(%x: f32[]) {\n  %y = alias(%x)\n  %z = exp(%y)\n  %w = full([2], 1, f32)\n"
+        "  %v = zeros_like(%z)\n  return %z, %w, %v\n}\n");
+    Tensor *x = tensor_full(&F32, 1.0, &err);
+    size_t before = mem_live_blocks(), k = 1;
+    for (;; k++) {
+        IrResults results;
+        mem_fail_at(k);
+        LgStatus status = interp_call(program, 0, &x, 1, &results, &err);
+        mem_fail_at(0);
+        if (status == LG_OK) {
+            interp_results_free(&results);
+            break;
+        }
+        cr_assert_eq(status, LG_ERR_ALLOC);
+        cr_assert_eq(results.count, 0);
+        cr_assert_eq(mem_live_blocks(), before, "failure at allocation %zu leaked", k);
+    }
+    cr_assert_gt(k, 5);
+    tensor_free(&x);
+    ir_program_free(&program);
+}
+
+Test(stage10, inputs_are_checked_against_the_parameters)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(halve_text);
+    TensorType v3 = {TENSOR_FLOAT32, 1, {3}};
+    Tensor *wrong = tensor_full(&v3, 1.0, &err);
+    IrResults results;
+    cr_assert_eq(interp_call(program, 0, &wrong, 1, &results, &err), LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message, "input %state of halve must be f32[]: got f32[3]");
+    cr_assert_eq(interp_call(program, 0, &wrong, 0, &results, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "halve takes 1 input: got 0");
+    cr_assert_eq(tensor_get(wrong, 0).f32, 1.0f, "nothing ran");
+    tensor_free(&wrong);
+    ir_program_free(&program);
+}
+
+Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok("def f(%x: f32[3], %i: i64[], %b: bool[2]) {\n  return\n}\n");
+    const IrFunction *fn = &program->functions[0];
+    size_t before = mem_live_blocks();
+    Tensor *inputs[3];
+    static const struct { const char *specs[3]; size_t n; const char *message; } bad[] = {
+        {{"x=1", "i=2"}, 2, "parameter %b of f needs an --input"},
+        {{"x=1", "i=2", "y=3"}, 3, "--input y: f has no such parameter"},
+        {{"x=1", "x=2", "b=1"}, 3, "--input x is given twice"},
+        {{"x", "i=2", "b=1"}, 3, "--input must be NAME=VALUE: got 'x'"},
+        {{"x=[1, 2]", "i=2", "b=1"}, 3, "--input x: f32[3] takes 1 or 3 numbers: got 2"},
+        {{"x=1", "i=2.5", "b=1"}, 3,
+         "--input i: scalar 2.5 is not an i64 value (an integer of magnitude at most 2^53)"},
+        {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x must be a number: got 'z'"},
+        {{"x=[1, 2, 3", "i=2", "b=1"}, 3, "--input x: a list must end with ']': got '[1, 2, 3'"},
+    };
+    for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
+        cr_assert_neq(runner_make_inputs(fn, (char *const *)bad[c].specs, bad[c].n, inputs, &err),
+                      LG_OK, "case %zu", c);
+        cr_assert_str_eq(err.message, bad[c].message, "case %zu", c);
+        cr_assert_eq(mem_live_blocks(), before, "case %zu: only the program is allocated", c);
+    }
+    const char *good[] = {"%x=[1, 2.5, -3]", "i=-4", "b=[true, 0]"};
+    cr_assert_eq(runner_make_inputs(fn, (char *const *)good, 3, inputs, &err), LG_OK, "%s",
+                 err.message);
+    cr_assert_eq(tensor_get(inputs[0], 2).f32, -3.0f);
+    cr_assert_eq(tensor_get(inputs[1], 0).i64, -4);
+    cr_assert_eq(tensor_get(inputs[2], 0).b, true);
+    cr_assert_eq(tensor_get(inputs[2], 1).b, false);
+    runner_free_inputs(inputs, 3);
+    const char *fill[] = {"x=7", "i=0", "b=1"};
+    cr_assert_eq(runner_make_inputs(fn, (char *const *)fill, 3, inputs, &err), LG_OK);
+    cr_assert_eq(tensor_get(inputs[0], 2).f32, 7.0f, "one number fills every element");
+    cr_assert_eq(tensor_get(inputs[2], 1).b, true);
+    runner_free_inputs(inputs, 3);
+    for (size_t k = 1; k <= 3; k++) {
+        mem_fail_at(k);
+        cr_assert_eq(runner_make_inputs(fn, (char *const *)fill, 3, inputs, &err), LG_ERR_ALLOC);
+        mem_fail_at(0);
+        cr_assert_eq(mem_live_blocks(), before, "allocation %zu failed and leaked", k);
+    }
+    ir_program_free(&program);
+}
+
+Test(stage10, program_tells_the_halve_story)
+{
+    ProgramRun run;
+    run_program(&run, "stage-10", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "  eager   returned %answer: 0.5 (0x3f000000)\n"
+                                 "  eager   input %state afterwards: 0.5 (0x3f000000)\n"),
+              "%s", run.output);
+    cr_assert(strstr(run.output, "  eager   returned %answer: 0.25 (0x3e800000)\n"), "%s",
+              run.output);
+    cr_assert(strstr(run.output, "  dropped returned %answer: 0.5 (0x3f000000)\n"
+                                 "  dropped input %state afterwards: 1 (0x3f800000)\n"
+                                 "  answer and state on different storages: yes; returned "
+                                 "values agree: NO; states agree: NO\n"),
+              "%s", run.output);
+    cr_assert(strstr(run.output, "returned %y: 1.09861231 (0x3f8c9f54)"), "%s", run.output);
+    cr_assert(strstr(run.output, "returned %y: 2 (0x40000000) (on the storage of input %x)"));
+    cr_assert(strstr(run.output, "ir-invalid: demo:3:14: undefined value %stat"));
+    cr_assert(strstr(run.output, "live blocks at the end: 0"));
+    char *line = run.output;
+    while (line != NULL && *line != '\0') {
+        char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        cr_assert_lt(len, 100, "an output line of %zu characters", len);
+        line = end != NULL ? end + 1 : NULL;
+    }
+}
+
+Test(stage10, program_conventions_for_help_usage_and_files)
+{
+    ProgramRun run;
+    run_program(&run, "stage-10", "--help");
+    cr_assert_eq(run.status, 0);
+    cr_assert(strstr(run.output, "usage: stage-10"));
+    run_program(&run, "stage-10", "--bogus");
+    cr_assert_eq(run.status, 2);
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1 --calls 0");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--calls must be an integer in [1, 1000]: got '0'"));
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=x");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--input state must be a number: got 'x'"), "%s", run.output);
+    run_program(&run, "stage-10", "docs/examples/no-such-file.lgir");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "cannot read docs/examples/no-such-file.lgir: No such file"),
+              "%s", run.output);
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1 --calls 2");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "call 2:\n  returned %answer: 0.25 (0x3e800000)\n"
+                                 "  input %state afterwards: 0.25 (0x3e800000)\n"));
+}
+
+/* Every example runs with its "# run:" arguments; every malformed one is refused with
+ * the "# error:" message of its file, exit status 2, and no call printed. */
+static void run_examples(const char *dir, bool malformed)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    size_t seen = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".lgir") != 0)
+            continue;
+        char path[512], line[512], args[1024], expected[512] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(args, sizeof args, "%s --input x=1", path);
+        FILE *f = fopen(path, "r");
+        while (fgets(line, sizeof line, f) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+            if (strncmp(line, "# run: ", 7) == 0)
+                snprintf(args, sizeof args, "%s %s", path, line + 7);
+            if (strncmp(line, "# error: ", 9) == 0)
+                snprintf(expected, sizeof expected, "%s", line + 9);
+        }
+        fclose(f);
+        ProgramRun run;
+        run_program(&run, "stage-10", args);
+        if (malformed) {
+            cr_assert_eq(run.status, 2, "%s: %s", path, run.output);
+            cr_assert_neq(expected[0], '\0', "%s has no # error: line", path);
+            cr_assert(strstr(run.output, expected), "%s: %s", path, run.output);
+            cr_assert_null(strstr(run.output, "call 1"), "%s ran", path);
+        } else {
+            cr_assert_eq(run.status, 0, "%s: %s", path, run.output);
+            cr_assert(strstr(run.output, "call 1:"), "%s: %s", path, run.output);
+        }
+        seen++;
+    }
+    closedir(d);
+    cr_assert_geq(seen, 5, "%s has %zu examples", dir, seen);
+}
+
+Test(stage10, every_example_runs_and_every_malformed_one_is_refused)
+{
+    run_examples("docs/examples", false);
+    run_examples("docs/examples/malformed", true);
+}

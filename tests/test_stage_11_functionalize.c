@@ -1,0 +1,488 @@
+/* Stage 11: functionalization, MutationOutput records, dependencies, scheduling with
+ * pointwise fusion, and compiled execution equal to eager execution, bit for bit. */
+#include "litgrad_test.h"
+
+#include <dirent.h>
+#include <stdint.h>
+
+#include "compile.h"
+#include "functionalize.h"
+#include "interp.h"
+#include "ir.h"
+#include "tensor.h"
+
+LG_SUITE(stage11);
+
+static const TensorType F32 = {TENSOR_FLOAT32, 0, {0}};
+
+static const char halve_text[] =
+    "def halve(%state: f32[]) {\n  mul_(%state, 0.5)\n  %answer = clone(%state)\n"
+    "  return %answer\n}\n";
+static const char log_order_text[] =
+    "def log_order(%x: f32[]) {\n  %y = log(%x)\n  log_(%x)\n  return %y\n}\n";
+static const char alias_text[] =
+    "def alias_add(%x: f32[]) {\n  %y = alias(%x)\n  add_(%y, %y)\n  return %y\n}\n";
+static const char war_text[] =
+    "def write_after_read(%x: f32[]) {\n  %t = mul(%x, 3)\n  %v = full([3], 1, f32)\n"
+    "  %r = add(%v, %x)\n  add_(%x, %t)\n  return %r\n}\n";
+
+static IrProgram *parse_ok(const char *text)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = ir_parse(text, "test", &err);
+    cr_assert_not_null(program, "%s", err.message);
+    return program;
+}
+
+static char *function_text(const IrProgram *program)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    ir_print_function(program, 0, out);
+    fclose(out);
+    return text;
+}
+
+static void assert_functional_text(const char *source, const char *expected)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(source);
+    IrProgram *functional = functionalize_program(program, &err);
+    cr_assert_not_null(functional, "%s", err.message);
+    char *text = function_text(functional);
+    cr_assert_str_eq(text, expected);
+    IrProgram *again = parse_ok(text);
+    free(text);
+    ir_program_free(&again);
+    ir_program_free(&functional);
+    ir_program_free(&program);
+}
+
+static CompiledProgram *compile_ok(const IrProgram *program, unsigned drop_deps)
+{
+    LgError err = LG_ERROR_INIT;
+    CompileOptions options;
+    memset(&options, 0, sizeof options);
+    options.drop_deps = drop_deps;
+    CompiledProgram *c = compile_program(program, &options, &err);
+    cr_assert_not_null(c, "%s", err.message);
+    return c;
+}
+
+static uint32_t bits0(const Tensor *t)
+{
+    return tensor_f32_bits(tensor_get(t, 0).f32);
+}
+
+Test(stage11, halve_gets_a_version_and_a_copy_back)
+{
+    assert_functional_text(halve_text,
+                           "def halve(%state: f32[]) {\n"
+                           "  %state.1 = mul(%state, 0.5)\n"
+                           "  %answer = clone(%state.1)\n"
+                           "  copy_(%state, %state.1)\n"
+                           "  return %answer\n"
+                           "}\n");
+}
+
+Test(stage11, a_read_before_the_inplace_op_reads_the_old_version)
+{
+    assert_functional_text(log_order_text,
+                           "def log_order(%x: f32[]) {\n"
+                           "  %y = log(%x)\n"
+                           "  %x.1 = log(%x)\n"
+                           "  copy_(%x, %x.1)\n"
+                           "  return %y\n"
+                           "}\n");
+}
+
+Test(stage11, a_mutation_through_an_alias_versions_the_input)
+{
+    assert_functional_text(alias_text,
+                           "def alias_add(%x: f32[]) {\n"
+                           "  %x.1 = add(%x, %x)\n"
+                           "  copy_(%x, %x.1)\n"
+                           "  return %x\n"
+                           "}\n");
+}
+
+Test(stage11, only_mutated_inputs_are_copied_back_and_names_stay_fresh)
+{
+    assert_functional_text("def f(%a: f32[3], %b: f32[3], %c: f32[]) {\n"
+                           "  mul_(%a, 2)\n  %a.1 = add(%a, %b)\n  %d = clone(%c)\n"
+                           "  exp_(%d)\n  mul_(%a, %c)\n  return %a.1, %d\n}\n",
+                           "def f(%a: f32[3], %b: f32[3], %c: f32[]) {\n"
+                           "  %a.2 = mul(%a, 2)\n"
+                           "  %a.1 = add(%a.2, %b)\n"
+                           "  %d = clone(%c)\n"
+                           "  %d.1 = exp(%d)\n"
+                           "  %a.3 = mul(%a.2, %c)\n"
+                           "  copy_(%a, %a.3)\n"
+                           "  return %a.1, %d.1\n"
+                           "}\n");
+}
+
+/* The functional program means the same: run eagerly, it returns and leaves the same. */
+Test(stage11, the_functional_program_means_the_same_as_the_original)
+{
+    static const char *const texts[] = {halve_text, log_order_text, alias_text, war_text};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        LgError err = LG_ERROR_INIT;
+        IrProgram *program = parse_ok(texts[i]);
+        IrProgram *functional = functionalize_program(program, &err);
+        Tensor *a = tensor_full(&F32, 3.0, &err), *b = tensor_full(&F32, 3.0, &err);
+        for (size_t call = 0; call < 3; call++) {
+            IrResults ra, rb;
+            cr_assert_eq(interp_call(program, 0, &a, 1, &ra, &err), LG_OK);
+            cr_assert_eq(interp_call(functional, 0, &b, 1, &rb, &err), LG_OK);
+            cr_assert(tensor_equal_bits(ra.tensors[0], rb.tensors[0]), "text %zu", i);
+            cr_assert(tensor_equal_bits(a, b), "text %zu call %zu", i, call);
+            interp_results_free(&ra);
+            interp_results_free(&rb);
+        }
+        tensor_free(&a);
+        tensor_free(&b);
+        ir_program_free(&functional);
+        ir_program_free(&program);
+    }
+}
+
+Test(stage11, only_the_copy_back_writes_an_existing_buffer)
+{
+    IrProgram *program = parse_ok(halve_text);
+    CompiledProgram *c = compile_ok(program, 0);
+    cr_assert_eq(c->nnodes, 3);
+    const BufferWriteKind kinds[] = {WRITE_NEW, WRITE_NEW, WRITE_MUTATION};
+    for (size_t n = 0; n < 3; n++) {
+        cr_assert_eq(c->nodes[n].nwrites, 1);
+        cr_assert_eq(c->nodes[n].writes[0].kind, kinds[n], "node %zu", n);
+    }
+    cr_assert_eq(c->nodes[2].writes[0].buffer, 0, "the copy-back writes the input's buffer");
+    cr_assert_eq(c->buffers[0].input, 0);
+    cr_assert_eq(c->nkernels, 1, "halve fuses into one kernel");
+    cr_assert_eq(c->kernels[0].count, 3);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+Test(stage11, dependencies_of_the_write_after_read_example)
+{
+    IrProgram *program = parse_ok(war_text);
+    CompiledProgram *c = compile_ok(program, 0);
+    static const CompiledDep expected[] = {
+        {1, 2, DEP_RAW, 2}, {0, 3, DEP_RAW, 1}, {3, 4, DEP_RAW, 4},
+        {3, 4, DEP_WAR, 0}, {2, 4, DEP_WAR, 0}, {0, 4, DEP_WAR, 0},
+    };
+    cr_assert_eq(c->ndeps, 6);
+    for (size_t d = 0; d < 6; d++) {
+        cr_assert_eq(c->deps[d].before, expected[d].before, "dep %zu", d);
+        cr_assert_eq(c->deps[d].after, expected[d].after, "dep %zu", d);
+        cr_assert_eq(c->deps[d].kind, expected[d].kind, "dep %zu", d);
+        cr_assert_eq(c->deps[d].buffer, expected[d].buffer, "dep %zu", d);
+    }
+    /* kernels: {n0 n3} {n1 n2} {n4}: the copy-back waits for n2's read of x */
+    static const size_t order[] = {0, 3, 1, 2, 4};
+    cr_assert_eq(c->nkernels, 3);
+    for (size_t i = 0; i < 5; i++)
+        cr_assert_eq(c->order[i], order[i], "position %zu", i);
+    cr_assert_eq(c->kernels[1].numel, 3);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+/* Lowered without functionalization, two in-place ops on one input are two writes of
+ * one buffer: a WAW dependency, with RAW and WAR around the clone between them. The
+ * result still equals eager execution. */
+Test(stage11, inplace_ops_kept_give_write_after_write)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok("def f(%x: f32[]) {\n  mul_(%x, 2)\n  %c = clone(%x)\n"
+                                  "  %y = alias(%x)\n  mul_(%y, 3)\n  return %c\n}\n");
+    CompileOptions options;
+    memset(&options, 0, sizeof options);
+    options.keep_inplace = true;
+    CompiledProgram *c = compile_program(program, &options, &err);
+    cr_assert_not_null(c, "%s", err.message);
+    cr_assert_eq(c->nnodes, 3, "the alias is no node");
+    cr_assert_eq(c->nodes[2].writes[0].kind, WRITE_MUTATION);
+    cr_assert_eq(c->nodes[2].writes[0].buffer, 0, "mul_ through the alias writes x's buffer");
+    /* n0 reads and writes x with no node before it: no dependency. For n2 the reads
+     * come first (RAW), then the look back from its write (WAR on n1, WAW on n0). */
+    static const CompiledDep expected[] = {
+        {0, 1, DEP_RAW, 0}, {0, 2, DEP_RAW, 0}, {1, 2, DEP_WAR, 0}, {0, 2, DEP_WAW, 0},
+    };
+    cr_assert_eq(c->ndeps, 4);
+    for (size_t d = 0; d < 4; d++) {
+        cr_assert_eq(c->deps[d].before, expected[d].before, "dep %zu", d);
+        cr_assert_eq(c->deps[d].after, expected[d].after, "dep %zu", d);
+        cr_assert_eq(c->deps[d].kind, expected[d].kind, "dep %zu", d);
+    }
+    cr_assert_eq(c->nkernels, 1, "all three fuse: every dependency is inside the kernel");
+    Tensor *e = tensor_full(&F32, 1.0, &err), *k = tensor_full(&F32, 1.0, &err);
+    for (size_t call = 0; call < 2; call++) {
+        IrResults re, rk;
+        cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK);
+        cr_assert_eq(compiled_call(c, &k, 1, &rk, &err), LG_OK);
+        cr_assert(tensor_equal_bits(re.tensors[0], rk.tensors[0]));
+        cr_assert(tensor_equal_bits(e, k));
+        interp_results_free(&re);
+        interp_results_free(&rk);
+    }
+    cr_assert_eq(tensor_get(k, 0).f32, 36.0f, "1 * 2 * 3, then * 2 * 3");
+    tensor_free(&e);
+    tensor_free(&k);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+/* Dropping the WAR dependencies makes the fuser move the copy-back before the read:
+ * r = 1 + 8 = 9 instead of 3. The dependency is what keeps the result right. */
+Test(stage11, without_war_dependencies_the_copy_back_moves_too_early)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(war_text);
+    CompiledProgram *good = compile_ok(program, 0), *bad = compile_ok(program, 1u << DEP_WAR);
+    cr_assert_eq(bad->nkernels, 2);
+    cr_assert_eq(bad->kernels[0].count, 3, "n0 n3 n4 fused");
+    Tensor *x1 = tensor_full(&F32, 2.0, &err), *x2 = tensor_full(&F32, 2.0, &err);
+    IrResults r1, r2;
+    cr_assert_eq(compiled_call(good, &x1, 1, &r1, &err), LG_OK);
+    cr_assert_eq(compiled_call(bad, &x2, 1, &r2, &err), LG_OK);
+    cr_assert_eq(tensor_get(r1.tensors[0], 2).f32, 3.0f);
+    cr_assert_eq(tensor_get(r2.tensors[0], 2).f32, 9.0f, "r read the new x");
+    cr_assert_eq(bits0(x1), 0x41000000, "x = 8");
+    cr_assert_eq(bits0(x2), 0x41000000, "the input is right, the returned value is wrong");
+    interp_results_free(&r1);
+    interp_results_free(&r2);
+    tensor_free(&x1);
+    tensor_free(&x2);
+    compiled_free(&good);
+    compiled_free(&bad);
+    ir_program_free(&program);
+}
+
+/* Compiled against eager on the same inputs, call after call, bit for bit. */
+static void assert_compiled_equals_eager(const char *text, double input, size_t calls,
+                                         const uint32_t *state_bits)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(text);
+    CompiledProgram *c = compile_ok(program, 0);
+    Tensor *e = tensor_full(&F32, input, &err), *k = tensor_full(&F32, input, &err);
+    for (size_t call = 0; call < calls; call++) {
+        IrResults re, rk;
+        cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(compiled_call(c, &k, 1, &rk, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(re.count, rk.count);
+        for (size_t r = 0; r < re.count; r++)
+            cr_assert(tensor_equal_bits(re.tensors[r], rk.tensors[r]), "call %zu", call + 1);
+        cr_assert(tensor_equal_bits(e, k), "input after call %zu", call + 1);
+        if (state_bits != NULL)
+            cr_assert_eq(bits0(k), state_bits[call], "call %zu: 0x%08x", call + 1, bits0(k));
+        interp_results_free(&re);
+        interp_results_free(&rk);
+    }
+    tensor_free(&e);
+    tensor_free(&k);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+Test(stage11, halve_compiled_matches_eager_over_three_calls)
+{
+    const uint32_t state[] = {0x3f000000, 0x3e800000, 0x3e000000};
+    assert_compiled_equals_eager(halve_text, 1.0, 3, state);
+}
+
+Test(stage11, log_order_compiled_keeps_log_3)
+{
+    LgError err = LG_ERROR_INIT;
+    const uint32_t state[] = {0x3f8c9f54};
+    assert_compiled_equals_eager(log_order_text, 3.0, 1, state);
+    IrProgram *program = parse_ok(log_order_text);
+    CompiledProgram *c = compile_ok(program, 0);
+    Tensor *x = tensor_full(&F32, 3.0, &err);
+    IrResults r;
+    cr_assert_eq(compiled_call(c, &x, 1, &r, &err), LG_OK);
+    cr_assert_eq(bits0(r.tensors[0]), 0x3f8c9f54, "y = log 3 = 1.0986123");
+    interp_results_free(&r);
+    tensor_free(&x);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+Test(stage11, alias_compiled_doubles_the_input_and_returns_it)
+{
+    LgError err = LG_ERROR_INIT;
+    const uint32_t state[] = {0x40000000, 0x40800000};
+    assert_compiled_equals_eager(alias_text, 1.0, 2, state);
+    IrProgram *program = parse_ok(alias_text);
+    CompiledProgram *c = compile_ok(program, 0);
+    Tensor *x = tensor_full(&F32, 1.0, &err);
+    IrResults r;
+    cr_assert_eq(compiled_call(c, &x, 1, &r, &err), LG_OK);
+    cr_assert(tensor_same_storage(r.tensors[0], x), "the returned y is the caller's tensor");
+    interp_results_free(&r);
+    tensor_free(&x);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+Test(stage11, write_after_read_and_versions_compiled_match_eager)
+{
+    assert_compiled_equals_eager(war_text, 2.0, 3, NULL);
+    assert_compiled_equals_eager("def versions(%x: f32[]) {\n  mul_(%x, 0.8)\n  %c = clone(%x)\n"
+                                 "  mul_(%x, 0.5)\n  add_(%x, %c)\n  return %c, %x\n}\n",
+                                 1.0, 3, NULL);
+}
+
+/* Walk k = 1, 2, ... over compile_program: each injected failure returns NULL with
+ * LG_ERR_ALLOC and leaves only the source program allocated. */
+Test(stage11, every_allocation_failure_of_the_compiler_leaves_nothing)
+{
+    IrProgram *program = parse_ok(war_text);
+    size_t before = mem_live_blocks(), k = 1;
+    for (;; k++) {
+        LgError err = LG_ERROR_INIT;
+        mem_fail_at(k);
+        CompiledProgram *c = compile_program(program, NULL, &err);
+        mem_fail_at(0);
+        if (c != NULL) {
+            compiled_free(&c);
+            break;
+        }
+        cr_assert_eq(err.status, LG_ERR_ALLOC, "k = %zu: %s", k, err.message);
+        cr_assert_eq(mem_live_blocks(), before, "failure at allocation %zu leaked", k);
+    }
+    cr_assert_gt(k, 10, "%zu allocations", k - 1);
+    ir_program_free(&program);
+}
+
+/* A call that cannot get its buffers fails before the first kernel: the input is unchanged. */
+Test(stage11, a_call_that_runs_out_of_memory_changes_no_input)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(war_text);
+    CompiledProgram *c = compile_ok(program, 0);
+    Tensor *x = tensor_full(&F32, 2.0, &err);
+    size_t before = mem_live_blocks(), k = 1;
+    for (;; k++) {
+        IrResults r;
+        mem_fail_at(k);
+        LgStatus status = compiled_call(c, &x, 1, &r, &err);
+        mem_fail_at(0);
+        if (status == LG_OK) {
+            interp_results_free(&r);
+            break;
+        }
+        cr_assert_eq(status, LG_ERR_ALLOC);
+        cr_assert_eq(r.count, 0);
+        cr_assert_eq(mem_live_blocks(), before, "failure at allocation %zu leaked", k);
+        cr_assert_eq(bits0(x), 0x40000000, "allocation %zu failed after x changed", k);
+    }
+    cr_assert_eq(bits0(x), 0x41000000, "the successful call leaves 8");
+    tensor_free(&x);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+Test(stage11, program_compiles_halve_and_every_example_matches)
+{
+    ProgramRun run;
+    run_program(&run, "stage-11", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "  %state.1 = mul(%state, 0.5)\n  %answer = clone(%state.1)\n"
+                                 "  copy_(%state, %state.1)\n"), "%s", run.output);
+    cr_assert(strstr(run.output, "writes buf0 (MutationOutput)"), "%s", run.output);
+    cr_assert(strstr(run.output, "kernel 0, pointwise over 1 element: n0 n1 n2"));
+    cr_assert(strstr(run.output, "  compiled returned %answer: 0.125 (0x3e000000)\n"
+                                 "  compiled input %state afterwards: 0.125 (0x3e000000)\n"
+                                 "  MATCH\n"), "%s", run.output);
+    cr_assert(strstr(run.output, "with WAR dependencies dropped: MISMATCH"));
+    cr_assert(strstr(run.output, "live blocks at the end: 0"));
+    for (char *line = run.output; line != NULL && *line != '\0';) {
+        char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        cr_assert_lt(len, 100, "an output line of %zu characters", len);
+        line = end != NULL ? end + 1 : NULL;
+    }
+    static const char *const summary[] = {
+        "  halve             --input state=1  3 calls: MATCH\n",
+        "  log_order         --input x=3      1 call:  MATCH\n",
+        "  alias_add         --input x=1      2 calls: MATCH\n",
+        "  write_after_read  --input x=2      1 call:  MATCH\n",
+        "  versions          --input x=1      3 calls: MATCH\n",
+    };
+    for (size_t i = 0; i < 5; i++)
+        cr_assert(strstr(run.output, summary[i]), "%s", summary[i]);
+}
+
+Test(stage11, program_conventions_and_mismatch_exit_status)
+{
+    ProgramRun run;
+    run_program(&run, "stage-11", "--help");
+    cr_assert_eq(run.status, 0);
+    cr_assert(strstr(run.output, "usage: stage-11"));
+    run_program(&run, "stage-11", "docs/examples/halve.lgir --input state=1 --drop-deps all");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--drop-deps must be raw, war or waw: got 'all'"));
+    run_program(&run, "stage-11", "docs/examples/write_after_read.lgir --input x=2 "
+                                  "--drop-deps war");
+    cr_assert_eq(run.status, 1, "a mismatch exits 1: %s", run.output);
+    cr_assert(strstr(run.output, "MISMATCH in returned %r"), "%s", run.output);
+    run_program(&run, "stage-11", "docs/examples/halve.lgir --input state=1 --calls 2 --dump");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "-- after functionalization"));
+    cr_assert(strstr(run.output, "-- schedule: 1 kernel"));
+    run_program(&run, "stage-11", "docs/examples/malformed/dtype_rule.lgir --input i=1");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output,
+                     "docs/examples/malformed/dtype_rule.lgir:4:8: log is defined for f32"));
+}
+
+/* Every example runs eagerly and compiled with MATCH on every call; every malformed one
+ * is refused with exit status 2 before anything runs. */
+Test(stage11, every_example_matches_and_every_malformed_one_is_refused)
+{
+    static const char *const dirs[] = {"docs/examples", "docs/examples/malformed"};
+    size_t seen = 0;
+    for (size_t d = 0; d < 2; d++) {
+        DIR *dir = opendir(dirs[d]);
+        cr_assert_not_null(dir);
+        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
+            size_t len = strlen(e->d_name);
+            if (len < 6 || strcmp(e->d_name + len - 5, ".lgir") != 0)
+                continue;
+            char path[512], line[512], args[1024];
+            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
+            snprintf(args, sizeof args, "%s --input x=1", path);
+            FILE *f = fopen(path, "r");
+            while (fgets(line, sizeof line, f) != NULL)
+                if (strncmp(line, "# run: ", 7) == 0) {
+                    line[strcspn(line, "\n")] = '\0';
+                    snprintf(args, sizeof args, "%s %s", path, line + 7);
+                }
+            fclose(f);
+            ProgramRun run;
+            run_program(&run, "stage-11", args);
+            if (d == 1) {
+                cr_assert_eq(run.status, 2, "%s: %s", path, run.output);
+                cr_assert_null(strstr(run.output, "call 1"));
+                continue;
+            }
+            cr_assert_eq(run.status, 0, "%s: %s", path, run.output);
+            cr_assert_null(strstr(run.output, "MISMATCH"), "%s", path);
+            size_t calls = 0, matches = 0;
+            for (char *p = run.output; (p = strstr(p, "\ncall ")) != NULL; p++)
+                calls++;
+            for (char *p = run.output; (p = strstr(p, "  MATCH\n")) != NULL; p++)
+                matches++;
+            cr_assert(calls > 0 && matches == calls, "%s: %zu calls, %zu MATCH", path, calls,
+                      matches);
+            seen++;
+        }
+        closedir(dir);
+    }
+    cr_assert_geq(seen, 8, "%zu examples", seen);
+}

@@ -1,0 +1,657 @@
+/* Stage 12: while_loop in the IR, its rules, the mutation analysis (union and body-only),
+ * eager and compiled execution, and the seed's numbers bit for bit. */
+#include "litgrad_test.h"
+
+#include <dirent.h>
+#include <stdint.h>
+
+#include "compile.h"
+#include "functionalize.h"
+#include "interp.h"
+#include "ir.h"
+#include "tensor.h"
+
+LG_SUITE(stage12);
+
+static const TensorType F32 = {TENSOR_FLOAT32, 0, {0}};
+
+/* The seed's f, with cond's decision as a parameter of the text. */
+#define SEED_F                                                                                \
+    "def f(%state: f32[]) {\n  mul_(%state, 0.8)\n  %i0 = full([], 0, i64)\n"                \
+    "  %acc0 = zeros_like(%state)\n"                                                          \
+    "  %i, %acc = while_loop(@cond, @body, %i0, %acc0, %state)\n"                             \
+    "  %snapshot = clone(%state)\n  return %i, %acc, %snapshot\n}\n"
+#define SEED_BODY_WITH(extra)                                                                 \
+    "def body(%i: i64[], %acc: f32[], %state: f32[]) captures(%state) {\n"                    \
+    "  %i1 = add(%i, 1)\n  %acc1 = add(%acc, %state)\n" extra "  return %i1, %acc1\n}\n"
+#define SEED_COND(go)                                                                         \
+    "def cond(%i: i64[], %acc: f32[], %state: f32[]) captures(%state) {\n"                    \
+    "  mul_(%state, 0.5)\n  %go = " go "\n  return %go\n}\n"
+
+static const char seed_text[] = SEED_F SEED_COND("lt(%i, 2)") SEED_BODY_WITH("");
+static const char false_tensor_text[] = SEED_F SEED_COND("lt(%i, 0)") SEED_BODY_WITH("");
+static const char constant_false_text[] = SEED_F SEED_COND("full([], 0, bool)") SEED_BODY_WITH("");
+static const char shared_text[] = SEED_F SEED_COND("lt(%i, 2)") SEED_BODY_WITH("  add_(%state, 1)\n");
+
+static const char two_captured_text[] =
+    "def f(%a: f32[], %b: f32[]) {\n  mul_(%a, 0.8)\n  mul_(%b, 0.8)\n"
+    "  %i0 = full([], 0, i64)\n  %i = while_loop(@cond, @body, %i0, %a, %b)\n"
+    "  %sa = clone(%a)\n  %sb = clone(%b)\n  return %i, %sa, %sb\n}\n"
+    "def cond(%i: i64[], %a: f32[], %b: f32[]) captures(%a, %b) {\n  mul_(%a, 0.5)\n"
+    "  %go = lt(%i, 2)\n  return %go\n}\n"
+    "def body(%i: i64[], %a: f32[], %b: f32[]) captures(%a, %b) {\n  add_(%b, %a)\n"
+    "  %i1 = add(%i, 1)\n  return %i1\n}\n";
+
+static const char nested_text[] =
+    "def f(%state: f32[]) {\n  mul_(%state, 0.8)\n  %i0 = full([], 0, i64)\n"
+    "  %acc0 = zeros_like(%state)\n"
+    "  %i, %acc = while_loop(@outer_cond, @outer_body, %i0, %acc0, %state)\n"
+    "  %snapshot = clone(%state)\n  return %i, %acc, %snapshot\n}\n"
+    "def outer_cond(%i: i64[], %acc: f32[], %state: f32[]) captures(%state) {\n"
+    "  %go = lt(%i, 2)\n  return %go\n}\n"
+    "def outer_body(%i: i64[], %acc: f32[], %state: f32[]) captures(%state) {\n"
+    "  %j0 = full([], 0, i64)\n  %j = while_loop(@inner_cond, @inner_body, %j0, %state)\n"
+    "  %i1 = add(%i, 1)\n  %acc1 = add(%acc, %state)\n  return %i1, %acc1\n}\n"
+    "def inner_cond(%j: i64[], %s: f32[]) captures(%s) {\n  mul_(%s, 0.5)\n"
+    "  %go = lt(%j, 1)\n  return %go\n}\n"
+    "def inner_body(%j: i64[], %s: f32[]) captures(%s) {\n  %j1 = add(%j, 1)\n"
+    "  return %j1\n}\n";
+
+static IrProgram *parse_ok(const char *text)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = ir_parse_checked(text, "test", &err);
+    cr_assert_not_null(program, "%s", err.message);
+    return program;
+}
+
+static CompiledProgram *compile_ok(const IrProgram *program, IrLoopAnalysis analysis)
+{
+    LgError err = LG_ERROR_INIT;
+    CompileOptions options;
+    memset(&options, 0, sizeof options);
+    options.analysis = analysis;
+    CompiledProgram *c = compile_loop_program(program, &options, &err);
+    cr_assert_not_null(c, "%s", err.message);
+    return c;
+}
+
+static uint32_t bits0(const Tensor *t)
+{
+    return tensor_f32_bits(tensor_get(t, 0).f32);
+}
+
+/* One call of the seed's f (eager when c is NULL); check its four numbers and counts. */
+static void call_seed(const IrProgram *program, const CompiledProgram *c, Tensor *state,
+                      uint32_t acc, uint32_t clone, uint32_t after, size_t conds, size_t bodies)
+{
+    LgError err = LG_ERROR_INIT;
+    IrResults r;
+    size_t cond_runs, body_runs;
+    interp_loop_counts_reset();
+    LgStatus status = c != NULL ? compiled_call(c, &state, 1, &r, &err)
+                                : interp_call(program, 0, &state, 1, &r, &err);
+    cr_assert_eq(status, LG_OK, "%s", err.message);
+    interp_loop_counts(&cond_runs, &body_runs);
+    cr_assert_eq(r.count, 3);
+    cr_assert_eq(tensor_get(r.tensors[0], 0).i64, (conds == 1 ? 0 : 2));
+    cr_assert_eq(bits0(r.tensors[1]), acc, "acc 0x%08x, want 0x%08x", bits0(r.tensors[1]), acc);
+    cr_assert_eq(bits0(r.tensors[2]), clone, "clone 0x%08x, want 0x%08x", bits0(r.tensors[2]),
+                 clone);
+    cr_assert(!tensor_same_storage(r.tensors[2], state), "the clone has its own storage");
+    cr_assert_eq(bits0(state), after, "state 0x%08x, want 0x%08x", bits0(state), after);
+    cr_assert_eq(cond_runs, conds);
+    cr_assert_eq(body_runs, bodies);
+    interp_results_free(&r);
+}
+
+/* Three calls on one state tensor, eager and compiled with the union alike. */
+static void seed_three_calls(const IrProgram *program, const CompiledProgram *c)
+{
+    LgError err = LG_ERROR_INIT;
+    Tensor *state = tensor_full(&F32, 1.0, &err);
+    call_seed(program, c, state, 0x3f19999a, 0x3dcccccd, 0x3dcccccd, 3, 2);
+    call_seed(program, c, state, 0x3d75c290, 0x3c23d70b, 0x3c23d70b, 3, 2);
+    call_seed(program, c, state, 0x3bc49ba6, 0x3a83126f, 0x3a83126f, 3, 2);
+    tensor_free(&state);
+}
+
+Test(stage12, the_seed_eagerly_three_calls_bit_for_bit)
+{
+    IrProgram *program = parse_ok(seed_text);
+    seed_three_calls(program, NULL);
+    ir_program_free(&program);
+}
+
+Test(stage12, the_seed_compiled_with_the_union_equals_eager)
+{
+    IrProgram *program = parse_ok(seed_text);
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+    seed_three_calls(program, c);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+/* The seed's bug: call 1 returns the right acc and clone and leaves 0.8; call 2 returns
+ * acc 0.48; the caller's state is the pre-loop value 0.8, 0.64, 0.512. */
+Test(stage12, the_body_only_analysis_reproduces_issue_195327)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(seed_text);
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_BODY_ONLY);
+    Tensor *state = tensor_full(&F32, 1.0, &err);
+    call_seed(program, c, state, 0x3f19999a, 0x3dcccccd, 0x3f4ccccd, 3, 2);
+    call_seed(program, c, state, 0x3ef5c290, 0x3da3d70b, 0x3f23d70b, 3, 2);
+    call_seed(program, c, state, 0x3ec49ba6, 0x3d83126f, 0x3f03126f, 3, 2);
+    tensor_free(&state);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+/* The node of the loop, its kernel, and the kernel of the copy-back. */
+static size_t kernel_of(const CompiledProgram *c, size_t node)
+{
+    for (size_t k = 0; k < c->nkernels; k++)
+        for (size_t j = 0; j < c->kernels[k].count; j++)
+            if (c->order[c->kernels[k].first + j] == node)
+                return k;
+    cr_assert_fail("node %zu is in no kernel", node);
+    return SIZE_MAX;
+}
+
+static size_t node_of_op(const CompiledProgram *c, IrOp op)
+{
+    for (size_t n = 0; n < c->nnodes; n++)
+        if (c->functional->functions[0].instrs[c->nodes[n].instr].op == op)
+            return n;
+    cr_assert_fail("no node of op %d", (int)op);
+    return SIZE_MAX;
+}
+
+static size_t mutation_records(const CompiledNode *node)
+{
+    size_t count = 0;
+    for (size_t w = 0; w < node->nwrites; w++)
+        count += node->writes[w].kind == WRITE_MUTATION;
+    return count;
+}
+
+Test(stage12, the_union_orders_the_copy_back_after_the_loop_and_body_only_before)
+{
+    IrProgram *program = parse_ok(seed_text);
+    for (int mode = 0; mode < 2; mode++) {
+        CompiledProgram *c = compile_ok(program, mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION);
+        size_t loop = node_of_op(c, IR_WHILE_LOOP), copy = node_of_op(c, IR_COPY_INPLACE);
+        size_t mul = node_of_op(c, IR_MUL), clone = node_of_op(c, IR_CLONE);
+        cr_assert_eq(mutation_records(&c->nodes[loop]), mode ? 0u : 1u);
+        cr_assert_eq(kernel_of(c, clone) > kernel_of(c, loop), true, "the clone waits");
+        if (mode == 0) {
+            cr_assert_gt(kernel_of(c, copy), kernel_of(c, loop));
+            bool raw = false;
+            for (size_t d = 0; d < c->ndeps; d++)
+                raw = raw || (c->deps[d].before == loop && c->deps[d].after == copy &&
+                              c->deps[d].kind == DEP_RAW);
+            cr_assert(raw, "the copy-back reads what the loop wrote");
+        } else {
+            cr_assert_eq(kernel_of(c, copy), kernel_of(c, mul), "fused into the pre-loop kernel");
+            cr_assert_lt(kernel_of(c, copy), kernel_of(c, loop));
+        }
+        compiled_free(&c);
+    }
+    ir_program_free(&program);
+}
+
+/* Stage 11's scheduler alone, given the body-only records, moves the clone too. */
+Test(stage12, stage_11_scheduling_alone_would_also_move_the_clone)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(seed_text);
+    CompileOptions options;
+    memset(&options, 0, sizeof options);
+    options.analysis = IR_ANALYSIS_BODY_ONLY;
+    CompiledProgram *c = compile_program(program, &options, &err);
+    cr_assert_not_null(c, "%s", err.message);
+    cr_assert_lt(kernel_of(c, node_of_op(c, IR_CLONE)), kernel_of(c, node_of_op(c, IR_WHILE_LOOP)));
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+/* False at the first check, as a tensor or as the constant false (issue 195970): cond
+ * runs once, body never; 0.4, 0.16, 0.064. */
+Test(stage12, a_cond_false_at_once_still_runs_once)
+{
+    const char *texts[] = {false_tensor_text, constant_false_text};
+    const uint32_t want[] = {0x3ecccccd, 0x3e23d70b, 0x3d83126f};
+    for (size_t t = 0; t < 2; t++) {
+        IrProgram *program = parse_ok(texts[t]);
+        CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+        bool value = true;
+        const IrInstr *loop = &program->functions[0].instrs[3];
+        cr_assert_eq(ir_loop_cond_constant(program, loop, &value), t == 1);
+        for (int compiled = 0; compiled < 2; compiled++) {
+            LgError err = LG_ERROR_INIT;
+            Tensor *state = tensor_full(&F32, 1.0, &err);
+            for (size_t k = 0; k < 3; k++)
+                call_seed(program, compiled ? c : NULL, state, 0, want[k], want[k], 1, 0);
+            tensor_free(&state);
+        }
+        compiled_free(&c);
+        ir_program_free(&program);
+    }
+}
+
+/* Run `text` eagerly and compiled (union) on inputs made of `value`, three calls, and
+ * require equal returned values and inputs, bit for bit. Returns mismatching calls of
+ * the body-only compile. */
+static size_t eager_union_body_only(const char *text, size_t ninputs)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(text);
+    CompiledProgram *cu = compile_ok(program, IR_ANALYSIS_UNION);
+    CompiledProgram *cb = compile_ok(program, IR_ANALYSIS_BODY_ONLY);
+    Tensor *in[3][2];
+    for (size_t w = 0; w < 3; w++)
+        for (size_t p = 0; p < ninputs; p++)
+            in[w][p] = tensor_full(&F32, 1.0, &err);
+    size_t body_only_mismatches = 0;
+    for (size_t k = 0; k < 3; k++) {
+        IrResults r[3];
+        cr_assert_eq(interp_call(program, 0, in[0], ninputs, &r[0], &err), LG_OK, "%s", err.message);
+        cr_assert_eq(compiled_call(cu, in[1], ninputs, &r[1], &err), LG_OK, "%s", err.message);
+        cr_assert_eq(compiled_call(cb, in[2], ninputs, &r[2], &err), LG_OK, "%s", err.message);
+        bool same = true;
+        for (size_t i = 0; i < r[0].count; i++) {
+            cr_assert(tensor_equal_bits(r[0].tensors[i], r[1].tensors[i]), "call %zu result %zu",
+                      k + 1, i);
+            same = same && tensor_equal_bits(r[0].tensors[i], r[2].tensors[i]);
+        }
+        for (size_t p = 0; p < ninputs; p++) {
+            cr_assert(tensor_equal_bits(in[0][p], in[1][p]), "call %zu input %zu", k + 1, p);
+            same = same && tensor_equal_bits(in[0][p], in[2][p]);
+        }
+        body_only_mismatches += !same;
+        for (size_t w = 0; w < 3; w++)
+            interp_results_free(&r[w]);
+    }
+    for (size_t w = 0; w < 3; w++)
+        for (size_t p = 0; p < ninputs; p++)
+            tensor_free(&in[w][p]);
+    compiled_free(&cu);
+    compiled_free(&cb);
+    ir_program_free(&program);
+    return body_only_mismatches;
+}
+
+Test(stage12, cond_and_body_mutating_one_tensor_make_one_record)
+{
+    IrProgram *program = parse_ok(shared_text);
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+    cr_assert_eq(mutation_records(&c->nodes[node_of_op(c, IR_WHILE_LOOP)]), 1u);
+    compiled_free(&c);
+    ir_program_free(&program);
+    cr_assert_eq(eager_union_body_only(shared_text, 1), 0u, "the body mutates it too");
+}
+
+Test(stage12, two_captured_tensors_one_mutated_in_cond_one_in_body)
+{
+    IrProgram *program = parse_ok(two_captured_text);
+    for (int mode = 0; mode < 2; mode++) {
+        CompiledProgram *c = compile_ok(program, mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION);
+        const CompiledNode *loop = &c->nodes[node_of_op(c, IR_WHILE_LOOP)];
+        cr_assert_eq(mutation_records(loop), mode ? 1u : 2u);
+        compiled_free(&c);
+    }
+    IrMutation captured[IR_MAX_ARGS];
+    LgError err = LG_ERROR_INIT;
+    cr_assert_eq(ir_loop_mutations(program, &program->functions[0].instrs[3], IR_ANALYSIS_UNION,
+                                   captured, &err), LG_OK);
+    cr_assert(captured[0].mutated && captured[1].mutated);
+    cr_assert_eq(captured[0].function, 1u, "%%a: found in cond");
+    cr_assert_eq(captured[1].function, 2u, "%%b: found in body");
+    ir_program_free(&program);
+    cr_assert_eq(eager_union_body_only(two_captured_text, 2), 3u);
+}
+
+Test(stage12, a_nested_loops_cond_mutating_the_outermost_tensor_is_found)
+{
+    IrProgram *program = parse_ok(nested_text);
+    CompiledProgram *cu = compile_ok(program, IR_ANALYSIS_UNION);
+    CompiledProgram *cb = compile_ok(program, IR_ANALYSIS_BODY_ONLY);
+    cr_assert_eq(mutation_records(&cu->nodes[node_of_op(cu, IR_WHILE_LOOP)]), 1u);
+    cr_assert_eq(mutation_records(&cb->nodes[node_of_op(cb, IR_WHILE_LOOP)]), 0u);
+    compiled_free(&cu);
+    compiled_free(&cb);
+    LgError err = LG_ERROR_INIT;
+    Tensor *state = tensor_full(&F32, 1.0, &err);
+    IrResults r;
+    interp_loop_counts_reset();
+    cr_assert_eq(interp_call(program, 0, &state, 1, &r, &err), LG_OK, "%s", err.message);
+    size_t conds, bodies;
+    interp_loop_counts(&conds, &bodies);
+    cr_assert_eq(conds, 3u + 2 * 2, "outer cond 3 times, inner cond twice per outer body");
+    cr_assert_eq(bodies, 2u + 2 * 1);
+    cr_assert_eq(tensor_get(state, 0).f32, 0.8f * 0.5f * 0.5f * 0.5f * 0.5f);
+    interp_results_free(&r);
+    tensor_free(&state);
+    ir_program_free(&program);
+    cr_assert_eq(eager_union_body_only(nested_text, 1), 3u);
+}
+
+/* Each rule, with the message that names it. */
+static void refused(const char *text, LgStatus status, const char *message)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = ir_parse_checked(text, "t", &err);
+    cr_assert_null(program, "accepted: %s", text);
+    cr_assert_eq(err.status, status, "%s", err.message);
+    cr_assert(strstr(err.message, message), "%s\nwanted: %s", err.message, message);
+}
+
+#define LOOP_F(loop)                                                                          \
+    "def f(%s: f32[]) {\n  %a0 = full([], 0, f32)\n  %a = " loop "\n  return %a\n}\n"
+#define SUB(name, body) "def " name "(%a: f32[], %s: f32[]) captures(%s) {\n" body "}\n"
+#define COND_OK SUB("c", "  %go = lt(%a, 1)\n  return %go\n")
+#define BODY_OK SUB("b", "  %a1 = add(%a, %s)\n  return %a1\n")
+
+Test(stage12, every_rule_is_checked_before_anything_runs)
+{
+    refused(LOOP_F("while_loop(@c, @nope, %a0, %s)") COND_OK,
+            LG_ERR_IR_INVALID, "t:3:8: while_loop: no function @nope for its body");
+    refused(LOOP_F("while_loop(@c, @d, %a0, %s)") COND_OK
+                "def d(%s: f32[]) captures(%s) {\n  %z = full([], 0, f32)\n  return %z\n}\n",
+            LG_ERR_IR_INVALID, "body @d takes 0 carried values: the loop carries 1");
+    refused(LOOP_F("while_loop(@c, @b, %a0)") COND_OK BODY_OK,
+            LG_ERR_IR_INVALID, "cond @c captures 1 tensor: the loop passes 0");
+    refused("def f(%s: f32[]) {\n  %a0 = full([], 0, i64)\n  %a = while_loop(@c, @b, %a0, %s)\n"
+            "  return %a\n}\n" COND_OK BODY_OK,
+            LG_ERR_TENSOR_DTYPE, "carried value 1 is %a0: i64[], but @c takes %a: f32[]");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)") SUB("c", "  return %a\n") BODY_OK,
+            LG_ERR_TENSOR_DTYPE, "cond @c must return one bool[] value: it returns %a: f32[]");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)")
+                SUB("c", "  %x = lt(%a, 1)\n  %y = lt(%a, 2)\n  return %x, %y\n") BODY_OK,
+            LG_ERR_IR_INVALID, "cond @c must return one bool[] value: it returns 2");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)") SUB("c", "  %t = full([], 1, bool)\n"
+                                                       "  return %t\n") BODY_OK,
+            LG_ERR_IR_INVALID, "cond @c returns the constant true: the loop would never end");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)") COND_OK
+                SUB("b", "  %a1 = add(%a, 1)\n  %a2 = add(%a, 2)\n  return %a1, %a2\n"),
+            LG_ERR_IR_INVALID, "body @b returns 2 values: the loop carries 1");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)") COND_OK
+                SUB("b", "  %n = lt(%a, %s)\n  return %n\n"),
+            LG_ERR_TENSOR_DTYPE, "body @b returns %n: bool[] for carried value 1, which is f32[]");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)") COND_OK
+                SUB("b", "  %y = alias(%s)\n  return %y\n"),
+            LG_ERR_IR_INVALID, "body @b returns %y, on the storage of its parameter %s");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)") COND_OK
+                SUB("b", "  add_(%a, 1)\n  %a1 = clone(%a)\n  return %a1\n"),
+            LG_ERR_IR_INVALID, "body @b mutates its carried value %a in place (add_ at 11:3); a "
+                               "loop may mutate captured tensors, never carried values");
+    /* PyTorch issue 195966: a captured mutation next to the carried one hides nothing. */
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)")
+                SUB("c", "  mul_(%s, 0.5)\n  %y = alias(%a)\n  mul_(%y, 2)\n  %go = lt(%a, 1)\n"
+                         "  return %go\n") BODY_OK,
+            LG_ERR_IR_INVALID, "t:3:8: while_loop: cond @c mutates its carried value %a in place "
+                               "(mul_ at 9:3)");
+    /* ... nor a nested loop that mutates the carried value as its captured tensor. */
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)") COND_OK
+                SUB("b", "  %j0 = full([], 0, f32)\n  %j = while_loop(@c, @m, %j0, %a)\n"
+                         "  %a1 = add(%a, %s)\n  return %a1\n")
+                SUB("m", "  mul_(%s, 0.5)\n  %a1 = add(%a, 1)\n  return %a1\n"),
+            LG_ERR_IR_INVALID, "body @b mutates its carried value %a in place (while_loop at "
+                               "12:8)");
+    /* PR 196005: a captured operand on a carried operand's storage may not be mutated. */
+    refused(LOOP_F("while_loop(@c, @b, %a0, %a0)") COND_OK
+                SUB("b", "  mul_(%s, 0.5)\n  %a1 = add(%a, 1)\n  return %a1\n"),
+            LG_ERR_IR_INVALID, "captured %a0 shares its storage with carried %a0 and the loop "
+                               "mutates it");
+    refused(LOOP_F("while_loop(@c, @f2, %a0, %s)") COND_OK
+                SUB("f2", "  %r = while_loop(@c, @f2, %a, %s)\n  %r1 = clone(%r)\n"
+                          "  return %r1\n"),
+            LG_ERR_IR_INVALID, "@f2 reaches f2 again through loops: a loop may not recurse");
+    refused(LOOP_F("while_loop(@c, @b)") COND_OK BODY_OK,
+            LG_ERR_IR_INVALID, "while_loop defines 1 value, so it takes @cond, @body and 1 "
+                               "carried values: got 2 operands");
+    refused(LOOP_F("while_loop(%a0, @b, %a0, %s)") COND_OK BODY_OK,
+            LG_ERR_IR_INVALID, "operand 1 of while_loop must be a function (@cond, @body): got "
+                               "a value");
+    refused(LOOP_F("while_loop(@c, @b, @c, %s)") COND_OK BODY_OK,
+            LG_ERR_IR_INVALID, "operand 3 of while_loop must be a value: got a function");
+    refused("def f(%s: f32[]) {\n  while_loop(@c, @b, %s)\n  return\n}\n",
+            LG_ERR_IR_INVALID, "while_loop defines its final carried values: it defines none");
+    refused("def f(%s: f32[]) captures(%s) {\n  return %s\n}\n",
+            LG_ERR_IR_INVALID, "f is the program's entry function");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)")
+                "def c(%a: f32[], %s: f32[]) captures(%a) {\n  %go = lt(%a, 1)\n"
+                "  return %go\n}\n" BODY_OK,
+            LG_ERR_IR_INVALID, "captures(...) must name the last 1 parameter of c in order");
+    refused(LOOP_F("while_loop(@c, @b, %a0, %s)")
+                "def c(%a: f32[], %s: f32[]) captures(%t) {\n  %go = lt(%a, 1)\n"
+                "  return %go\n}\n" BODY_OK,
+            LG_ERR_IR_INVALID, "t:6:38: captured %t is not a parameter of c");
+}
+
+/* A refused program runs nothing: the program exits 2 before the first call. */
+Test(stage12, a_refused_program_runs_nothing)
+{
+    ProgramRun run;
+    run_program(&run, "stage-12", "docs/examples/while_loop/malformed/carried_mutated.lgir "
+                                  "--input state=1");
+    cr_assert_eq(run.status, 2, "%s", run.output);
+    cr_assert(strstr(run.output, "mutates its carried value %acc in place (mul_ at 15:3)"),
+              "%s", run.output);
+    cr_assert_null(strstr(run.output, "call 1"));
+}
+
+/* Printing a program with loops and captures gives a text that parses to the same text. */
+Test(stage12, loops_and_captures_print_and_parse_back)
+{
+    const char *texts[] = {seed_text, two_captured_text, nested_text, constant_false_text};
+    for (size_t t = 0; t < 4; t++) {
+        IrProgram *program = parse_ok(texts[t]);
+        char *first = NULL, *second = NULL;
+        size_t size = 0;
+        FILE *out = open_memstream(&first, &size);
+        ir_print_program(program, out);
+        fclose(out);
+        IrProgram *again = parse_ok(first);
+        out = open_memstream(&second, &size);
+        ir_print_program(again, out);
+        fclose(out);
+        cr_assert_str_eq(first, second);
+        cr_assert(strstr(first, ") captures(%"), "%s", first);
+        free(first);
+        free(second);
+        ir_program_free(&again);
+        ir_program_free(&program);
+    }
+}
+
+/* The functional program keeps the loop, mapped to the current version of the state. */
+Test(stage12, functionalization_keeps_the_loop_on_the_current_version)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(seed_text);
+    IrProgram *functional = functionalize_program(program, &err);
+    cr_assert_not_null(functional, "%s", err.message);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    ir_print_program(functional, out);
+    fclose(out);
+    cr_assert(strstr(text, "  %i, %acc = while_loop(@cond, @body, %i0, %acc0, %state.1)\n"
+                           "  %snapshot = clone(%state.1)\n  copy_(%state, %state.1)\n"),
+              "%s", text);
+    cr_assert(strstr(text, "def cond(%i: i64[], %acc: f32[], %state: f32[]) captures(%state)"));
+    free(text);
+    ir_program_free(&functional);
+    ir_program_free(&program);
+}
+
+Test(stage12, a_loop_that_never_ends_is_stopped)
+{
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(LOOP_F("while_loop(@c, @b, %a0, %s)")
+                                      SUB("c", "  %go = lt(%a, 1)\n  return %go\n")
+                                      SUB("b", "  %a1 = mul(%a, 1)\n  return %a1\n"));
+    Tensor *s = tensor_full(&F32, 1.0, &err);
+    IrResults r;
+    cr_assert_eq(interp_call(program, 0, &s, 1, &r, &err), LG_ERR_BUDGET);
+    cr_assert(strstr(err.message, "while_loop @c: cond still true after 65536 iterations"),
+              "%s", err.message);
+    tensor_free(&s);
+    ir_program_free(&program);
+}
+
+/* Every allocation failure while parsing, compiling or calling leaves nothing behind. */
+Test(stage12, allocation_failures_leave_nothing_behind)
+{
+    const char *texts[] = {seed_text, nested_text};
+    for (size_t t = 0; t < 2; t++) {
+        size_t before = mem_live_blocks(), k;
+        for (k = 1;; k++) {
+            LgError err = LG_ERROR_INIT;
+            mem_fail_at(k);
+            IrProgram *program = ir_parse_checked(texts[t], "t", &err);
+            mem_fail_at(0);
+            if (program != NULL) {
+                ir_program_free(&program);
+                break;
+            }
+            cr_assert_eq(err.status, LG_ERR_ALLOC, "k = %zu: %s", k, err.message);
+            cr_assert_eq(mem_live_blocks(), before, "parse: failure %zu leaked", k);
+        }
+        cr_assert_gt(k, 10);
+        IrProgram *program = parse_ok(texts[t]);
+        for (int mode = 0; mode < 2; mode++) {
+            CompileOptions options;
+            memset(&options, 0, sizeof options);
+            options.analysis = mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION;
+            before = mem_live_blocks();
+            for (k = 1;; k++) {
+                LgError err = LG_ERROR_INIT;
+                mem_fail_at(k);
+                CompiledProgram *c = compile_loop_program(program, &options, &err);
+                mem_fail_at(0);
+                if (c != NULL) {
+                    compiled_free(&c);
+                    break;
+                }
+                cr_assert_eq(err.status, LG_ERR_ALLOC, "k = %zu: %s", k, err.message);
+                cr_assert_eq(mem_live_blocks(), before, "compile: failure %zu leaked", k);
+            }
+            cr_assert_gt(k, 10);
+        }
+        CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+        for (int compiled = 0; compiled < 2; compiled++) {
+            before = mem_live_blocks();
+            for (k = 1;; k++) {
+                LgError err = LG_ERROR_INIT;
+                Tensor *state = tensor_full(&F32, 1.0, &err);
+                IrResults r;
+                size_t live = mem_live_blocks();
+                mem_fail_at(k);
+                LgStatus status = compiled ? compiled_call(c, &state, 1, &r, &err)
+                                           : interp_call(program, 0, &state, 1, &r, &err);
+                mem_fail_at(0);
+                if (status == LG_OK)
+                    interp_results_free(&r);
+                else
+                    cr_assert_eq(status, LG_ERR_ALLOC, "k = %zu: %s", k, err.message);
+                cr_assert_eq(mem_live_blocks(), live, "call: failure %zu leaked", k);
+                tensor_free(&state);
+                if (status == LG_OK)
+                    break;
+            }
+            cr_assert_gt(k, 10);
+            cr_assert_eq(mem_live_blocks(), before);
+        }
+        compiled_free(&c);
+        ir_program_free(&program);
+    }
+}
+
+/* The program: the seed's story, options, and every example MATCHes by default. */
+Test(stage12, the_program_tells_the_story_and_checks_its_options)
+{
+    ProgramRun run;
+    run_program_stdout(&run, "stage-12", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "  1     0x3f800000 1       2  0x3f19999a 0.6     "
+                                 "0x3dcccccd 0.1     0x3f4ccccd 0.8     3    2\n"), "%s", run.output);
+    cr_assert(strstr(run.output, "0x3ef5c290 0.48"));
+    cr_assert(strstr(run.output, "0x3ecccccd 0x3e23d70b 0x3d83126f"));
+    cr_assert(strstr(run.output, "live blocks at the end: 0"));
+    for (char *line = run.output; *line != '\0';) {
+        char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        cr_assert_lt(len, 100, "a line of %zu characters: %.*s", len, (int)len, line);
+        line += len + (end != NULL);
+    }
+    run_program(&run, "stage-12", "--help");
+    cr_assert_eq(run.status, 0);
+    cr_assert(strstr(run.output, "--analysis MODE"));
+    run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 "
+                                  "--analysis all");
+    cr_assert_eq(run.status, 2);
+    cr_assert(strstr(run.output, "--analysis must be union or body-only: got 'all'"));
+    run_program(&run, "stage-12", "--no-such-option");
+    cr_assert_eq(run.status, 2);
+    run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 --calls 2 "
+                                  "--analysis body-only --dump");
+    cr_assert_eq(run.status, 1, "a mismatch exits 1: %s", run.output);
+    cr_assert(strstr(run.output, "MISMATCH in input %state"), "%s", run.output);
+    cr_assert(strstr(run.output, "-- loop mutation analysis: body-only"));
+    cr_assert(strstr(run.output, "writes buf4 (new) buf5 (new)\n"), "%s", run.output);
+    run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 --dump");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "writes buf4 (new) buf5 (new) buf1 (MutationOutput)\n"),
+              "%s", run.output);
+}
+
+static void run_examples(const char *dir, bool malformed, size_t *seen)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".lgir") != 0)
+            continue;
+        char path[512], line[512], args[1024], expected[512] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(args, sizeof args, "%s --input x=1", path);
+        FILE *f = fopen(path, "r");
+        while (fgets(line, sizeof line, f) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+            if (strncmp(line, "# run: ", 7) == 0)
+                snprintf(args, sizeof args, "%s %s", path, line + 7);
+            if (strncmp(line, "# error: ", 9) == 0)
+                snprintf(expected, sizeof expected, "%s", line + 9);
+        }
+        fclose(f);
+        ProgramRun run;
+        run_program(&run, "stage-12", args);
+        if (malformed) {
+            cr_assert_eq(run.status, 2, "%s: %s", path, run.output);
+            cr_assert(strstr(run.output, expected), "%s: %s", path, run.output);
+            cr_assert_null(strstr(run.output, "call 1"));
+        } else {
+            cr_assert_eq(run.status, 0, "%s: %s", path, run.output);
+            cr_assert(strstr(run.output, "call 1:\n"), "%s", path);
+            cr_assert_null(strstr(run.output, "MISMATCH"), "%s", path);
+        }
+        ++*seen;
+    }
+    closedir(d);
+}
+
+Test(stage12, every_example_matches_under_the_union)
+{
+    size_t seen = 0;
+    run_examples("docs/examples/while_loop", false, &seen);
+    cr_assert_geq(seen, 6, "%zu loop examples", seen);
+    run_examples("docs/examples", false, &seen);
+    cr_assert_geq(seen, 14, "%zu examples in all", seen);
+    seen = 0;
+    run_examples("docs/examples/while_loop/malformed", true, &seen);
+    cr_assert_geq(seen, 4);
+}
