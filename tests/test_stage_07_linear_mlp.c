@@ -208,26 +208,117 @@ Test(stage07, row3_parameter_budget_19_makes_0_initializer_calls)
     model_free(&m);
 }
 
-/* Row 4: a non-finite initializer result stops creation before any Value exists. A gain
- * of 1.79e308 is finite and so is sigma (init_scale accepts it), but sigma times a draw
- * of |z| > 1.23 is not. The calls made before the bad one are counted; no node is
- * written and no block is left. */
+/* Row 1, Stage 06's scale check: a gain whose variance overflows (1.79e308 at fan-in 3)
+ * or underflows (1e-200) is refused at the plan, with the layer's name, before any
+ * initializer call; and again by model_new when the gain was changed after planning. */
+Test(stage07, row1_a_gain_whose_scale_is_not_finite_and_positive_is_refused_at_the_plan)
+{
+    LgError err = LG_ERROR_INIT;
+    InitSpec hot = SPEC, cold = SPEC;
+    hot.gain = 1.79e308;
+    cold.gain = 1e-200;
+    ModelPlan plan;
+    Work before = work_now();
+    cr_assert_eq(model_plan_mlp("mlp", (const size_t[]){3, 4, 2}, 3, 0, &hot, SIZE_MAX, &plan,
+                                &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "fc1: init variance must be finite: gain 1.79e+308, fan-in 3 "
+                                  "gives inf");
+    cr_assert_eq(model_plan_mlp("mlp", (const size_t[]){3, 4, 2}, 3, 0, &cold, SIZE_MAX, &plan,
+                                &err), LG_ERR_INVALID);
+    cr_assert(has(&err, "fc1: init variance must be > 0: gain 1e-200"), "%s", err.message);
+    assert_nothing_since(before, "gain refused at the plan");
+    plan = mlp_plan((const size_t[]){3, 4, 2}, 3, 0, SIZE_MAX);
+    plan.layer[1].init.gain = 1.79e308; /* changed after planning: model_new checks again */
+    before = work_now();
+    cr_assert_null(model_new(&plan, &err));
+    cr_assert_eq(err.status, LG_ERR_NONFINITE);
+    cr_assert(has(&err, "fc2: init variance must be finite: gain 1.79e+308, fan-in 4"), "%s",
+              err.message);
+    assert_nothing_since(before, "gain refused at model_new");
+}
+
+/* A raw initializer that is Stage 06's init_draw except that its call number bad_at
+ * returns bad_value; it counts its calls. */
+typedef struct BrokenInit {
+    size_t calls, bad_at;
+    double bad_value;
+} BrokenInit;
+
+static double broken_init(void *context, const InitSpec *spec, size_t fan_in, InitPosition at)
+{
+    BrokenInit *b = context;
+    double w = init_draw(spec, fan_in, at);
+    return ++b->calls == b->bad_at ? b->bad_value : w;
+}
+
+/* Row 4: a non-finite raw initializer result stops creation at the call that returned
+ * it, before any Value exists: exactly k calls, 0 nodes written, no block left, the
+ * error naming the parameter's logical position and the call. Positions of the 3-4-2
+ * MLP in call order: fc1.weight (4, 3) for calls 1-12, fc2.weight (2, 4) for 13-20. */
 Test(stage07, row4_nonfinite_initializer_result_stops_before_materialization)
 {
     LgError err = LG_ERROR_INIT;
-    InitSpec hot = SPEC;
-    hot.gain = 1.79e308;
-    ModelPlan plan;
-    cr_assert_eq(model_plan_mlp("mlp", (const size_t[]){3, 4, 2}, 3, 0, &hot, SIZE_MAX, &plan,
-                                &err), LG_OK, "%s", err.message);
-    Work before = work_now();
-    cr_assert_null(model_new(&plan, &err));
-    cr_assert_eq(err.status, LG_ERR_NONFINITE);
-    cr_assert(has(&err, "init value mlp.fc1.weight[1,1] is not finite: got -inf"), "%s",
-              err.message);
-    cr_assert_eq(init_call_count() - before.calls, 5, "weight[1,1] is the 5th draw");
-    cr_assert_eq(value_nodes_written, before.nodes, "no Value was materialized");
-    cr_assert_eq(mem_live_blocks(), before.blocks);
+    ModelPlan plan = mlp_plan((const size_t[]){3, 4, 2}, 3, 0, SIZE_MAX);
+    static const struct {
+        size_t k;
+        double value;
+        const char *message;
+    } cases[] = {
+        {1, NAN, "raw initializer result mlp.fc1.weight[0,0] is not finite: got nan (call 1)"},
+        {5, -INFINITY, "raw initializer result mlp.fc1.weight[1,1] is not finite: got -inf "
+                       "(call 5)"},
+        {12, INFINITY, "raw initializer result mlp.fc1.weight[3,2] is not finite: got inf "
+                       "(call 12)"},
+        {13, NAN, "raw initializer result mlp.fc2.weight[0,0] is not finite: got nan "
+                  "(call 13)"},
+        {20, -NAN, "raw initializer result mlp.fc2.weight[1,3] is not finite: got "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        BrokenInit broken = {0, cases[i].k, cases[i].value};
+        Work before = work_now();
+        cr_assert_null(model_new_with_initializer(&plan, broken_init, &broken, &err));
+        cr_assert_eq(err.status, LG_ERR_NONFINITE);
+        cr_assert(has(&err, cases[i].message), "%s", err.message);
+        cr_assert_eq(broken.calls, cases[i].k, "stopped after exactly %zu calls: %zu",
+                     cases[i].k, broken.calls);
+        cr_assert_eq(init_call_count() - before.calls, cases[i].k);
+        cr_assert_eq(value_nodes_written, before.nodes, "no Value was materialized");
+        cr_assert_eq(mem_live_blocks(), before.blocks, "no parameter, no buffer left");
+    }
+}
+
+/* The default raw initializer is Stage 06's: a model made with model_raw_init_draw, or
+ * with a raw initializer that never fails, has bit for bit the values of model_new, and
+ * both make exactly 20 calls. */
+Test(stage07, the_raw_initializer_of_model_new_is_stage_06s_init_draw)
+{
+    LgError err = LG_ERROR_INIT;
+    ModelPlan plan = mlp_plan((const size_t[]){3, 4, 2}, 3, 1, SIZE_MAX);
+    size_t calls = init_call_count();
+    Model *a = model_new(&plan, &err);
+    cr_assert_not_null(a, "%s", err.message);
+    cr_assert_eq(init_call_count() - calls, 20, "biases are not drawn");
+    Model *b = model_new_with_initializer(&plan, model_raw_init_draw, NULL, &err);
+    BrokenInit never = {0, 0, NAN};
+    Model *c = model_new_with_initializer(&plan, broken_init, &never, &err);
+    cr_assert_not_null(b);
+    cr_assert_not_null(c);
+    cr_assert_eq(never.calls, 20);
+    size_t P = model_parameter_count(a);
+    cr_assert_eq(P, 26);
+    for (size_t k = 0; k < P; k++) {
+        double x = a->seal.refs[k].value->data;
+        cr_assert(memcmp(&x, &b->seal.refs[k].value->data, sizeof x) == 0);
+        cr_assert(memcmp(&x, &c->seal.refs[k].value->data, sizeof x) == 0);
+    }
+    double w[12];
+    cr_assert_eq(init_fill(&plan.layer[0].init, "mlp.fc1.weight", 4, 3, w, &err), LG_OK);
+    for (size_t k = 0; k < 12; k++)
+        cr_assert(memcmp(&w[k], &a->layer[0].weight->values[k]->data, sizeof w[k]) == 0,
+                  "fc1.weight entry %zu is init_fill's value", k);
+    model_free(&c);
+    model_free(&b);
+    model_free(&a);
 }
 
 /* Row 5: a duplicate layer name is refused by the ModelPlan before anything exists, and,
@@ -963,19 +1054,27 @@ Test(stage07, program_prints_the_seeds_observations)
         cr_assert(strstr(run.output, lines[k]), "missing: %s\n%s", lines[k], run.output);
     cr_assert(strstr(run.output, "undeclared parameter alias: mlp.fc1.weight[0,0] and "
                                  "mlp.fc1.weight[0,1] are one Value"));
+    cr_assert(strstr(run.output, "\n   1  init gain 1.79e308 "), "%s", run.output);
+    cr_assert(strstr(run.output, "\n      fc1: init variance must be finite: gain 1.79e+308, "
+                                 "fan-in 3 gives inf\n"), "%s", run.output);
+    cr_assert(strstr(run.output, "\n      raw initializer result mlp.fc1.weight[1,1] is not "
+                                 "finite: got -inf (call 5)\n"), "%s", run.output);
     /* Each blast-radius row ends in its counters: calls, nodes, blocks. Only row 4 makes
-     * initializer calls (the draws before the bad one); no row writes a node or keeps a
-     * block. */
+     * initializer calls (5: the bad result is the 5th); no row writes a node or keeps a
+     * block. Row 1 is shown twice: both requests must show no work. */
     static const char nothing[] = "    0     0      0", drawn[] = "    5     0      0";
     for (int row = 1; row <= 11; row++) {
         char head[24];
         snprintf(head, sizeof head, "\n  %2d  ", row);
-        const char *at = strstr(run.output, head);
-        cr_assert_not_null(at, "blast-radius row %d is missing", row);
-        const char *eol = strchr(at + 1, '\n');
-        const char *want = row == 4 ? drawn : nothing;
-        cr_assert(eol - at > 18 && strncmp(eol - 18, want, 18) == 0,
-                  "row %d did work before it was stopped: %.*s", row, (int)(eol - at), at);
+        int shown = 0;
+        for (const char *at = strstr(run.output, head); at != NULL; at = strstr(at + 1, head)) {
+            const char *eol = strchr(at + 1, '\n');
+            const char *want = row == 4 ? drawn : nothing;
+            cr_assert(eol - at > 18 && strncmp(eol - 18, want, 18) == 0,
+                      "row %d did work before it was stopped: %.*s", row, (int)(eol - at), at);
+            shown++;
+        }
+        cr_assert_eq(shown, row == 1 ? 2 : 1, "blast-radius row %d shown %d times", row, shown);
     }
 }
 
