@@ -6,6 +6,7 @@
  * suite's .fini as a failing test, so a leak aborts the worker instead; the run then
  * exits non-zero and tools/run-tests fails the stage, naming the leak.
  *
+ * lg_expect_short_lines() checks that a program's output fits the book's page.
  * run_program() runs a stage program (from LG_BIN_DIR, set by the Makefile) through
  * the shell and returns its exit status with standard output and standard error;
  * run_program_stdout() captures standard output alone.
@@ -71,6 +72,21 @@ static inline void run_command(ProgramRun *run, const char *program, const char 
     run->output[used] = '\0';
     int raw = pclose(pipe);
     run->status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+/* Every stage program's output is printed verbatim in the book, so every line of it,
+ * the last one included, must be shorter than LG_LINE_MAX characters. */
+enum { LG_LINE_MAX = 100 };
+
+static inline void lg_expect_short_lines(const char *output)
+{
+    for (const char *line = output; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t length = end != NULL ? (size_t)(end - line) : strlen(line);
+        cr_assert_lt(length, LG_LINE_MAX, "an output line of %zu characters: %.*s", length,
+                     (int)length, line);
+        line += length + (end != NULL);
+    }
 }
 
 /* Run "LG_BIN_DIR/<program> <args>" (args are shell words); capture standard output

@@ -262,6 +262,7 @@ Test(stage01, program_demonstration_refuses_and_leaks_nothing)
     cr_assert(strstr(run.output, "allocation 2 fails (0 blocks left): out of memory"), "%s", run.output);
     cr_assert(strstr(run.output, "allocation 3: none left to fail"), "%s", run.output);
     cr_assert(strstr(run.output, "after tape_free: 0 live blocks"), "%s", run.output);
+    lg_expect_short_lines(run.output);
 }
 
 Test(stage01, program_conventions_for_help_usage_and_rules)

@@ -472,9 +472,7 @@ Test(stage03, program_prints_the_worked_examples_and_the_table)
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         cr_assert(strstr(run.output, lines[i]), "missing: %s", lines[i]);
     cr_assert_null(strstr(run.output, "FAIL"));
-    char *line = run.output;
-    for (char *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1)
-        cr_assert_lt(nl - line, 100, "an output line of 100 or more characters");
+    lg_expect_short_lines(run.output);
 }
 
 Test(stage03, program_conventions)

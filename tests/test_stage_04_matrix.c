@@ -499,12 +499,7 @@ Test(stage04, program_demonstrates_the_stage)
                                  " 14 after") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "allocation 3: none left to fail") != NULL, "%s", run.output);
     cr_assert(strstr(run.output, "after freeing everything: 0 live blocks") != NULL);
-    for (const char *line = run.output; *line != '\0';) {
-        const char *end = strchr(line, '\n');
-        size_t length = end != NULL ? (size_t)(end - line) : strlen(line);
-        cr_assert_lt(length, 100, "line longer than 100 characters: %.*s", (int)length, line);
-        line += length + (end != NULL);
-    }
+    lg_expect_short_lines(run.output);
 }
 
 /* A refused size is shown with the rule it breaks, not a bare status; the alias is a

@@ -465,11 +465,7 @@ Test(stage06, program_shows_the_contract_and_the_experiments)
     run_program(&run, "stage-06", "");
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "counter 0, key 0 -> 6627e8d5 e169c58d bc57ac4c 9b00dbd8"));
-    for (const char *p = run.output, *line = p; *p != '\0'; p++)
-        if (*p == '\n') {
-            cr_assert_lt(p - line, 100, "a line of %td characters", p - line);
-            line = p + 1;
-        }
+    lg_expect_short_lines(run.output);
     size_t identical = 0;
     for (const char *p = run.output; (p = strstr(p, "12 of 12 values bit-identical")); p++)
         identical++;

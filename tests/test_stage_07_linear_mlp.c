@@ -1015,21 +1015,12 @@ Test(stage07, every_allocation_failure_of_a_forward_leaves_nothing)
 
 /* ---- the program --------------------------------------------------------------------- */
 
-static void assert_short_lines(const char *output)
-{
-    for (const char *p = output, *line = p; *p != '\0'; p++)
-        if (*p == '\n') {
-            cr_assert_lt(p - line, 100, "a line of %td characters", p - line);
-            line = p + 1;
-        }
-}
-
 Test(stage07, program_prints_the_seeds_observations)
 {
     static ProgramRun run;
     run_program(&run, "stage-07", "");
     cr_assert_eq(run.status, 0, "%s", run.output);
-    assert_short_lines(run.output);
+    lg_expect_short_lines(run.output);
     static const char *const lines[] = {
         "  MLP parameters: 20, initializer calls: 20\n",
         "  input (2, 3) -> output (2, 2), planned and built\n",

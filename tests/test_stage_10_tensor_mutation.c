@@ -481,13 +481,7 @@ Test(stage10, program_tells_the_halve_story)
     cr_assert(strstr(run.output, "returned %y: 2 (0x40000000) (on the storage of input %x)"));
     cr_assert(strstr(run.output, "ir-invalid: demo:3:14: undefined value %stat"));
     cr_assert(strstr(run.output, "live blocks at the end: 0"));
-    char *line = run.output;
-    while (line != NULL && *line != '\0') {
-        char *end = strchr(line, '\n');
-        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
-        cr_assert_lt(len, 100, "an output line of %zu characters", len);
-        line = end != NULL ? end + 1 : NULL;
-    }
+    lg_expect_short_lines(run.output);
 }
 
 Test(stage10, program_conventions_for_help_usage_and_files)

@@ -519,12 +519,7 @@ Test(stage11, program_compiles_halve_and_every_example_matches)
     cr_assert(strstr(run.output, "  read_after_write  x=1 y=0                    --drop-deps raw      "
                                  "1  MISMATCH\n"), "%s", run.output);
     cr_assert(strstr(run.output, "live blocks at the end: 0"));
-    for (char *line = run.output; line != NULL && *line != '\0';) {
-        char *end = strchr(line, '\n');
-        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
-        cr_assert_lt(len, 100, "an output line of %zu characters", len);
-        line = end != NULL ? end + 1 : NULL;
-    }
+    lg_expect_short_lines(run.output);
     static const char *const summary[] = {
         "  example           inputs                     compiled with    calls  verdict\n",
         "  halve             state=1                                         3  MATCH\n",

@@ -583,12 +583,7 @@ Test(stage12, the_program_tells_the_story_and_checks_its_options)
     cr_assert(strstr(run.output, "0x3ef5c290 0.48"));
     cr_assert(strstr(run.output, "0x3ecccccd 0x3e23d70b 0x3d83126f"));
     cr_assert(strstr(run.output, "live blocks at the end: 0"));
-    for (char *line = run.output; *line != '\0';) {
-        char *end = strchr(line, '\n');
-        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
-        cr_assert_lt(len, 100, "a line of %zu characters: %.*s", len, (int)len, line);
-        line += len + (end != NULL);
-    }
+    lg_expect_short_lines(run.output);
     run_program(&run, "stage-12", "--help");
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "--analysis MODE"));
