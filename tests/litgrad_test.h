@@ -6,6 +6,7 @@
  * suite's .fini as a failing test, so a leak aborts the worker instead; the run then
  * exits non-zero and tools/run-tests fails the stage, naming the leak.
  *
+ * lg_new_tape() and lg_for_each_example() are fixtures that several stages share.
  * lg_expect_short_lines() checks that a program's output fits the book's page.
  * run_program() runs a stage program (from LG_BIN_DIR, set by the Makefile) through
  * the shell and returns its exit status with standard output and standard error;
@@ -17,12 +18,14 @@
 #define _POSIX_C_SOURCE 200809L /* popen, pclose, WEXITSTATUS */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
 #include "mem.h"
+#include "value.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -72,6 +75,57 @@ static inline void run_command(ProgramRun *run, const char *program, const char 
     run->output[used] = '\0';
     int raw = pclose(pipe);
     run->status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+/* A tape of `capacity` nodes for a test; the test fails if it cannot be made. */
+static inline Tape *lg_new_tape(size_t capacity)
+{
+    LgError err = LG_ERROR_INIT;
+    Tape *tape = tape_new(capacity, &err);
+    cr_assert_not_null(tape, "%s", err.message);
+    return tape;
+}
+
+/* One IR example of docs/examples: its path, the command-line arguments of its
+ * "# run: " line (default "--input x=1") after the path, and the message prefix of its
+ * "# error: " line ("" if none). */
+typedef struct LgExample {
+    char path[512];
+    char args[1024];
+    char expected_error[512];
+} LgExample;
+
+/* Call check(example, context) for every *.lgir file in dir; return how many. */
+static inline size_t lg_for_each_example(const char *dir,
+                                         void (*check)(const LgExample *, void *),
+                                         void *context)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    size_t seen = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".lgir") != 0)
+            continue;
+        LgExample ex = {.expected_error = ""};
+        char line[512];
+        snprintf(ex.path, sizeof ex.path, "%s/%s", dir, e->d_name);
+        snprintf(ex.args, sizeof ex.args, "%s --input x=1", ex.path);
+        FILE *f = fopen(ex.path, "r");
+        cr_assert_not_null(f, "cannot read %s", ex.path);
+        while (fgets(line, sizeof line, f) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+            if (strncmp(line, "# run: ", 7) == 0)
+                snprintf(ex.args, sizeof ex.args, "%s %s", ex.path, line + 7);
+            if (strncmp(line, "# error: ", 9) == 0)
+                snprintf(ex.expected_error, sizeof ex.expected_error, "%s", line + 9);
+        }
+        fclose(f);
+        check(&ex, context);
+        seen++;
+    }
+    closedir(d);
+    return seen;
 }
 
 /* Every stage program's output is printed verbatim in the book, so every line of it,

@@ -9,14 +9,6 @@
 
 LG_SUITE(stage04);
 
-static Tape *new_tape(size_t capacity)
-{
-    LgError err = LG_ERROR_INIT;
-    Tape *tape = tape_new(capacity, &err);
-    cr_assert_not_null(tape, "%s", err.message);
-    return tape;
-}
-
 static Matrix *leaves(Tape *tape, size_t rows, size_t cols, const double *data)
 {
     LgError err = LG_ERROR_INIT;
@@ -66,7 +58,7 @@ Test(stage04, vector_length_must_be_positive_and_bounded)
 
 Test(stage04, a_matrix_is_row_major_and_owns_only_its_pointers)
 {
-    Tape *t = new_tape(6);
+    Tape *t = lg_new_tape(6);
     const double data[6] = {1, 2, 3, 4, 5, 6};
     Matrix *m = leaves(t, 2, 3, data);
     cr_assert_eq(m->rows, 2);
@@ -90,7 +82,7 @@ Test(stage04, a_matrix_is_row_major_and_owns_only_its_pointers)
 Test(stage04, leaves_without_data_are_zeros_and_matrix_new_leaves_entries_null)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *t = new_tape(4);
+    Tape *t = lg_new_tape(4);
     Vector *b = vector_new_leaves(t, 4, NULL, "b", &err);
     cr_assert_not_null(b, "%s", err.message);
     cr_assert_eq(b->length, 4);
@@ -108,7 +100,7 @@ Test(stage04, leaves_without_data_are_zeros_and_matrix_new_leaves_entries_null)
 Test(stage04, leaf_constructors_check_everything_before_writing)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *t = new_tape(4);
+    Tape *t = lg_new_tape(4);
     const double bad[4] = {1.0, 2.0, 3.0, NAN};
     cr_assert_null(matrix_new_leaves(t, (Shape){2, 2}, bad, "x", &err));
     cr_assert_eq(err.status, LG_ERR_NONFINITE);
@@ -129,7 +121,7 @@ Test(stage04, leaf_constructors_check_everything_before_writing)
 Test(stage04, the_seed_linear_gives_minus_14_with_three_nodes)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(4), *graph = new_tape(3);
+    Tape *params = lg_new_tape(4), *graph = lg_new_tape(3);
     Matrix *x = leaves(params, 1, 2, (const double[]){3.0, -4.0});
     Matrix *w = leaves(params, 1, 2, (const double[]){2.0, 5.0});
     Matrix *y = linear_forward(graph, x, w, NULL, &err);
@@ -157,7 +149,7 @@ Test(stage04, the_seed_linear_gives_minus_14_with_three_nodes)
 Test(stage04, the_seed_gradient_flows_through_linear_forward)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(4), *graph = new_tape(3);
+    Tape *params = lg_new_tape(4), *graph = lg_new_tape(3);
     Matrix *x = leaves(params, 1, 2, (const double[]){3.0, -4.0});
     Matrix *w = leaves(params, 1, 2, (const double[]){2.0, 5.0});
     Matrix *y = linear_forward(graph, x, w, NULL, &err);
@@ -190,7 +182,7 @@ Test(stage04, linear_forward_sums_left_to_right_with_the_bias_last)
         wd[k] = 1.0 / (double)(k + 3);
     for (size_t o = 0; o < OUT; o++)
         bd[o] = 0.3 * (double)o - 0.2;
-    Tape *params = new_tape(T * IN + OUT * IN + OUT), *graph = new_tape(T * OUT * 2 * IN);
+    Tape *params = lg_new_tape(T * IN + OUT * IN + OUT), *graph = lg_new_tape(T * OUT * 2 * IN);
     Matrix *x = leaves(params, T, IN, xd), *w = leaves(params, OUT, IN, wd);
     Vector *b = vector_new_leaves(params, OUT, bd, "b", &err);
     Matrix *y = linear_forward(graph, x, w, b, &err);
@@ -221,7 +213,7 @@ Test(stage04, linear_forward_writes_exactly_linear_node_count_nodes)
 {
     LgError err = LG_ERROR_INIT;
     static const size_t ts[] = {1, 2, 3}, ins[] = {1, 2, 4}, outs[] = {1, 3};
-    Tape *params = new_tape(64), *graph = new_tape(1024);
+    Tape *params = lg_new_tape(64), *graph = lg_new_tape(1024);
     for (size_t a = 0; a < 3; a++)
         for (size_t c = 0; c < 3; c++)
             for (size_t d = 0; d < 2; d++)
@@ -252,7 +244,7 @@ Test(stage04, linear_forward_writes_exactly_linear_node_count_nodes)
 Test(stage04, every_shape_error_is_found_before_the_first_node)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(64), *graph = new_tape(256);
+    Tape *params = lg_new_tape(64), *graph = lg_new_tape(256);
     Matrix *x = leaves(params, 2, 3, NULL), *w = leaves(params, 4, 3, NULL);
     Matrix *w44 = leaves(params, 4, 4, NULL), *w1 = leaves(params, 1, 4, NULL);
     Vector *b3 = vector_new_leaves(params, 3, NULL, "b", &err);
@@ -302,7 +294,7 @@ Test(stage04, every_shape_error_is_found_before_the_first_node)
 Test(stage04, a_tape_one_node_short_is_refused_before_the_first_node)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(80), *graph = new_tape(39);
+    Tape *params = lg_new_tape(80), *graph = lg_new_tape(39);
     Matrix *x = leaves(params, 2, 3, NULL), *w = leaves(params, 4, 3, NULL);
     size_t blocks = mem_live_blocks();
     cr_assert_null(linear_forward(graph, x, w, NULL, &err));
@@ -334,7 +326,7 @@ Test(stage04, a_tape_one_node_short_is_refused_before_the_first_node)
 Test(stage04, the_forward_reads_parameters_and_changes_none_of_them)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(32), *graph = new_tape(96);
+    Tape *params = lg_new_tape(32), *graph = lg_new_tape(96);
     double xd[6], wd[12], bd[4];
     for (size_t k = 0; k < 6; k++)
         xd[k] = number(k);
@@ -372,7 +364,7 @@ Test(stage04, the_forward_reads_parameters_and_changes_none_of_them)
 Test(stage04, an_aliased_weight_passes_every_shape_check)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(16), *graph = new_tape(16);
+    Tape *params = lg_new_tape(16), *graph = lg_new_tape(16);
     Matrix *x = leaves(params, 1, 2, (const double[]){1.0, 1.0});
     Matrix *real = leaves(params, 1, 2, (const double[]){0.5, 2.0});
     Matrix *alias = matrix_new((Shape){1, 2}, "W", &err);
@@ -393,7 +385,7 @@ Test(stage04, an_aliased_weight_passes_every_shape_check)
 Test(stage04, relu_of_a_matrix_is_one_node_per_entry)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(6), *graph = new_tape(6);
+    Tape *params = lg_new_tape(6), *graph = lg_new_tape(6);
     const double data[6] = {-1.0, 0.0, 2.5, -0.0, NAN, 3.0};
     Matrix *x = matrix_new((Shape){2, 3}, "x", &err);
     for (size_t k = 0; k < 6; k++) /* value_new asserts finite data; NaN comes from an op */
@@ -453,7 +445,7 @@ static void unmake(int which, void *made)
 Test(stage04, every_constructor_survives_each_allocation_failure)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(256), *graph = new_tape(256);
+    Tape *params = lg_new_tape(256), *graph = lg_new_tape(256);
     Matrix *x = leaves(params, 2, 3, NULL), *w = leaves(params, 4, 3, NULL);
     Vector *b = vector_new_leaves(params, 4, NULL, "b", &err);
     for (int which = 0; which < MAKE_COUNT; which++) {

@@ -9,14 +9,6 @@
 
 LG_SUITE(stage05);
 
-static Tape *new_tape(size_t capacity)
-{
-    LgError err = LG_ERROR_INIT;
-    Tape *tape = tape_new(capacity, &err);
-    cr_assert_not_null(tape, "%s", err.message);
-    return tape;
-}
-
 static Matrix *leaves(Tape *tape, size_t rows, size_t cols)
 {
     LgError err = LG_ERROR_INIT;
@@ -51,7 +43,7 @@ Test(stage05, the_closed_form_equals_three_independent_counts_over_a_grid)
 {
     LgError err = LG_ERROR_INIT;
     static const size_t ts[] = {1, 2, 3, 5}, ins[] = {1, 2, 3, 7}, outs[] = {1, 2, 4};
-    Tape *params = new_tape(128), *graph = new_tape(512);
+    Tape *params = lg_new_tape(128), *graph = lg_new_tape(512);
     size_t cases = 0;
     for (size_t a = 0; a < 4; a++)
         for (size_t c = 0; c < 4; c++)
@@ -92,7 +84,7 @@ Test(stage05, the_closed_form_equals_three_independent_counts_over_a_grid)
 Test(stage05, the_relu_closed_form_equals_its_counts)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(64), *graph = new_tape(64);
+    Tape *params = lg_new_tape(64), *graph = lg_new_tape(64);
     for (size_t T = 1; T <= 4; T++)
         for (size_t C = 1; C <= 5; C++) {
             tape_reset(params);
@@ -125,7 +117,7 @@ typedef struct Mlp {
 static Mlp run_mlp(size_t T, int bias, size_t limit, LgError *err)
 {
     Mlp m = {{0, 0, 0, 0}, 0, 0, 0, {0, 0}, LG_OK};
-    Tape *params = new_tape(64), *graph = new_tape(256);
+    Tape *params = lg_new_tape(64), *graph = lg_new_tape(256);
     Matrix *x = leaves(params, T, 3), *w1 = leaves(params, 4, 3), *w2 = leaves(params, 2, 4);
     Vector *b1 = bias ? vector_new_leaves(params, 4, NULL, "b1", err) : NULL;
     Vector *b2 = bias ? vector_new_leaves(params, 2, NULL, "b2", err) : NULL;
@@ -194,7 +186,7 @@ Test(stage05, a_budget_one_short_does_nothing_and_an_exact_budget_is_used_exactl
 Test(stage05, the_network_forward_refuses_before_allocating_anything)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(64), *graph = new_tape(38), *short_tape = new_tape(37);
+    Tape *params = lg_new_tape(64), *graph = lg_new_tape(38), *short_tape = lg_new_tape(37);
     Matrix *x = leaves(params, 1, 3), *w1 = leaves(params, 4, 3), *w2 = leaves(params, 2, 4);
     size_t blocks = mem_live_blocks(), hook = value_nodes_written;
     CostMlpPlan plan = {0, 0, 0, 0};
@@ -253,7 +245,7 @@ Test(stage05, the_network_plan_is_three_closed_forms)
 Test(stage05, the_budgeted_linear_refuses_before_the_first_node)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(32), *graph = new_tape(64);
+    Tape *params = lg_new_tape(32), *graph = lg_new_tape(64);
     Matrix *x = leaves(params, 1, 3), *w = leaves(params, 4, 3);
     size_t blocks = mem_live_blocks(), hook = value_nodes_written;
     cr_assert_null(cost_linear_forward(graph, x, w, NULL, 19, &err));
@@ -270,7 +262,7 @@ Test(stage05, the_budgeted_linear_refuses_before_the_first_node)
     cr_assert_eq(tape_count(graph), 20);
     matrix_free(&y);
     /* the budget passes but the tape is short: the tape's rule, still before any node */
-    Tape *small = new_tape(19);
+    Tape *small = lg_new_tape(19);
     hook = value_nodes_written;
     cr_assert_null(cost_linear_forward(small, x, w, NULL, 1000, &err));
     cr_assert_str_eq(err.message, "tape capacity exceeded: need 20 nodes, 19 free of 19");
@@ -343,7 +335,7 @@ Test(stage05, a_plan_with_a_size_of_zero_is_a_shape_error)
 Test(stage05, the_walk_counts_each_reachable_node_once)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(4), *t = new_tape(16);
+    Tape *params = lg_new_tape(4), *t = lg_new_tape(16);
     Value *p = value_new(params, 2.0);
     Value *a = value_new(t, 3.0), *b = value_new(t, -1.0);
     Value *c = value_mul(t, a, b);
@@ -372,7 +364,7 @@ Test(stage05, the_walk_handles_a_chain_of_a_million_nodes)
 {
     LgError err = LG_ERROR_INIT;
     enum { N = 1000000 };
-    Tape *t = new_tape(N + 2);
+    Tape *t = lg_new_tape(N + 2);
     Value *x = value_new(t, 1.0), *s = x;
     for (size_t k = 0; k < N; k++)
         s = value_add_number(t, s, 1.0);
@@ -386,7 +378,7 @@ Test(stage05, the_walk_handles_a_chain_of_a_million_nodes)
 /* The counting hook sees every tape, and leaves as well as operations. */
 Test(stage05, the_hook_counts_every_node_on_every_tape)
 {
-    Tape *one = new_tape(4), *two = new_tape(4);
+    Tape *one = lg_new_tape(4), *two = lg_new_tape(4);
     size_t before = value_nodes_written;
     Value *a = value_new(one, 1.0);
     Value *b = value_new(two, 2.0);
@@ -405,7 +397,7 @@ Test(stage05, the_hook_counts_every_node_on_every_tape)
 Test(stage05, allocation_failures_leave_nothing_behind)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *params = new_tape(32), *graph = new_tape(256);
+    Tape *params = lg_new_tape(32), *graph = lg_new_tape(256);
     Matrix *x = leaves(params, 2, 3), *w = leaves(params, 4, 3);
     Vector *b = vector_new_leaves(params, 4, NULL, "b", &err);
     size_t k = 1;

@@ -62,14 +62,6 @@ static Model *seed_model(int bias)
     return m;
 }
 
-static Tape *new_tape(size_t capacity)
-{
-    LgError err = LG_ERROR_INIT;
-    Tape *tape = tape_new(capacity, &err);
-    cr_assert_not_null(tape, "%s", err.message);
-    return tape;
-}
-
 /* x: (T, C) of small binary fractions, as the program's input. */
 static Matrix *input(Tape *tape, size_t rows, size_t cols)
 {
@@ -352,7 +344,7 @@ Test(stage07, row5_duplicate_names_are_refused_by_the_plan_and_by_the_seal)
 Test(stage07, row6_the_seeds_2x2_alias_is_refused_at_the_creation_boundary)
 {
     LgError err = LG_ERROR_INIT;
-    Tape *hand = new_tape(3);
+    Tape *hand = lg_new_tape(3);
     Matrix *w = matrix_new((Shape){2, 2}, "W", &err);
     Value *shared = value_new(hand, 0.5);
     w->values[0] = shared;
@@ -476,7 +468,7 @@ Test(stage07, forward_of_the_seed_mlp_plans_and_builds_exactly_76_nodes)
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *inputs = new_tape(6), *graph = new_tape(76);
+    Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(76);
     Matrix *x = input(inputs, 2, 3);
     ModelForwardReport r;
     Matrix *y = model_forward(m, graph, x, SIZE_MAX, &r, &err);
@@ -513,7 +505,7 @@ Test(stage07, forward_values_equal_plain_double_arithmetic)
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *inputs = new_tape(6), *graph = new_tape(76);
+    Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(76);
     Matrix *x = input(inputs, 2, 3);
     ModelForwardReport r;
     Matrix *y = model_forward(m, graph, x, SIZE_MAX, &r, &err);
@@ -547,7 +539,7 @@ Test(stage07, a_bias_adds_exactly_12_nodes_to_the_real_graph)
     size_t built[2];
     for (int bias = 0; bias <= 1; bias++) {
         Model *m = seed_model(bias);
-        Tape *inputs = new_tape(6), *graph = new_tape(128);
+        Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(128);
         Matrix *x = input(inputs, 2, 3);
         ModelForwardReport r;
         Matrix *y = model_forward(m, graph, x, SIZE_MAX, &r, &err);
@@ -575,7 +567,7 @@ Test(stage07, row9_node_budget_37_fails_after_0_operations_and_38_uses_exactly_3
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *inputs = new_tape(3), *graph = new_tape(64);
+    Tape *inputs = lg_new_tape(3), *graph = lg_new_tape(64);
     Matrix *x = input(inputs, 1, 3);
     ModelForwardPlan f;
     cr_assert_eq(model_plan_forward(&m->plan, (Shape){1, 3}, SIZE_MAX, &f, &err), LG_OK);
@@ -609,7 +601,7 @@ Test(stage07, a_graph_tape_too_small_for_the_plan_is_refused_before_the_first_no
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *inputs = new_tape(6), *graph = new_tape(75), *params = m->parameters;
+    Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(75), *params = m->parameters;
     Matrix *x = input(inputs, 2, 3);
     ModelForwardReport r;
     Work before = work_now();
@@ -632,7 +624,7 @@ Test(stage07, row8_input_width_mismatch_is_refused_at_the_model_entry)
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *inputs = new_tape(10), *graph = new_tape(100);
+    Tape *inputs = lg_new_tape(10), *graph = lg_new_tape(100);
     Matrix *x = input(inputs, 2, 5);
     ModelForwardReport r;
     Work before = work_now();
@@ -655,7 +647,7 @@ Test(stage07, row7_replaced_storage_is_caught_though_the_manifest_looks_fine)
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *inputs = new_tape(6), *graph = new_tape(76), *elsewhere = new_tape(12);
+    Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(76), *elsewhere = lg_new_tape(12);
     Matrix *x = input(inputs, 2, 3), *own = m->layer[0].weight;
     double numbers[12];
     for (size_t k = 0; k < 12; k++)
@@ -694,7 +686,7 @@ Test(stage07, every_difference_between_live_storage_and_seal_is_refused)
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *spare = new_tape(8);
+    Tape *spare = lg_new_tape(8);
     Value *stranger = value_new(spare, 0.0), *kept = m->layer[1].weight->values[5];
     m->layer[1].weight->values[5] = stranger;
     cr_assert_eq(model_check_seal(m, &err), LG_ERR_IDENTITY);
@@ -736,7 +728,7 @@ Test(stage07, repeated_forwards_keep_identities_and_change_no_parameter)
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *inputs = new_tape(6), *graph = new_tape(76);
+    Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(76);
     Matrix *x = input(inputs, 2, 3);
     ParameterRef before[20], after[20];
     double data[20], grad[20], first[4];
@@ -840,7 +832,7 @@ Test(stage07, the_gradient_of_the_seeds_linear_is_exact)
     cr_assert_not_null(m);
     m->layer[0].weight->values[0]->data = 2.0;
     m->layer[0].weight->values[1]->data = 5.0;
-    Tape *inputs = new_tape(2), *graph = new_tape(3);
+    Tape *inputs = lg_new_tape(2), *graph = lg_new_tape(3);
     Matrix *x = matrix_new_leaves(inputs, (Shape){1, 2}, (const double[]){3.0, -4.0}, "x", &err);
     ModelForwardReport r;
     Matrix *y = model_forward(m, graph, x, 3, &r, &err);
@@ -868,7 +860,7 @@ Test(stage07, backward_through_the_mlp_passes_the_gradient_check)
     for (size_t l = 0; l < 2; l++) /* nonzero biases, so that the check sees them */
         for (size_t o = 0; o < m->layer[l].bias->length; o++)
             m->layer[l].bias->values[o]->data = 0.125 * (double)(o + 1);
-    Tape *inputs = new_tape(6), *graph = new_tape(128);
+    Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(128);
     Matrix *x = input(inputs, 2, 3);
     ModelForwardReport r;
     Matrix *y = model_forward(m, graph, x, SIZE_MAX, &r, &err);
@@ -988,7 +980,7 @@ Test(stage07, every_allocation_failure_of_a_forward_leaves_nothing)
 {
     LgError err = LG_ERROR_INIT;
     Model *m = seed_model(0);
-    Tape *inputs = new_tape(6), *graph = new_tape(76);
+    Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(76);
     Matrix *x = input(inputs, 2, 3);
     size_t k = 1;
     for (;; k++) {

@@ -525,46 +525,30 @@ Test(stage10, program_conventions_for_help_usage_and_files)
 
 /* Every example runs with its "# run:" arguments; every malformed one is refused with
  * the "# error:" message of its file, exit status 2, and no call printed. */
-static void run_examples(const char *dir, bool malformed)
+static void expect_example_runs(const LgExample *ex, void *context)
 {
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d, "cannot open %s", dir);
-    size_t seen = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".lgir") != 0)
-            continue;
-        char path[512], line[512], args[1024], expected[512] = "";
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        snprintf(args, sizeof args, "%s --input x=1", path);
-        FILE *f = fopen(path, "r");
-        while (fgets(line, sizeof line, f) != NULL) {
-            line[strcspn(line, "\n")] = '\0';
-            if (strncmp(line, "# run: ", 7) == 0)
-                snprintf(args, sizeof args, "%s %s", path, line + 7);
-            if (strncmp(line, "# error: ", 9) == 0)
-                snprintf(expected, sizeof expected, "%s", line + 9);
-        }
-        fclose(f);
-        ProgramRun run;
-        run_program(&run, "stage-10", args);
-        if (malformed) {
-            cr_assert_eq(run.status, 2, "%s: %s", path, run.output);
-            cr_assert_neq(expected[0], '\0', "%s has no # error: line", path);
-            cr_assert(strstr(run.output, expected), "%s: %s", path, run.output);
-            cr_assert_null(strstr(run.output, "call 1"), "%s ran", path);
-        } else {
-            cr_assert_eq(run.status, 0, "%s: %s", path, run.output);
-            cr_assert(strstr(run.output, "call 1:"), "%s: %s", path, run.output);
-        }
-        seen++;
-    }
-    closedir(d);
-    cr_assert_geq(seen, 5, "%s has %zu examples", dir, seen);
+    (void)context;
+    ProgramRun run;
+    run_program(&run, "stage-10", ex->args);
+    cr_assert_eq(run.status, 0, "%s: %s", ex->path, run.output);
+    cr_assert(strstr(run.output, "call 1:"), "%s: %s", ex->path, run.output);
+}
+
+static void expect_example_refused(const LgExample *ex, void *context)
+{
+    (void)context;
+    ProgramRun run;
+    run_program(&run, "stage-10", ex->args);
+    cr_assert_eq(run.status, 2, "%s: %s", ex->path, run.output);
+    cr_assert_neq(ex->expected_error[0], '\0', "%s has no # error: line", ex->path);
+    cr_assert(strstr(run.output, ex->expected_error), "%s: %s", ex->path, run.output);
+    cr_assert_null(strstr(run.output, "call 1"), "%s ran", ex->path);
 }
 
 Test(stage10, every_example_runs_and_every_malformed_one_is_refused)
 {
-    run_examples("docs/examples", false);
-    run_examples("docs/examples/malformed", true);
+    size_t seen = lg_for_each_example("docs/examples", expect_example_runs, NULL);
+    cr_assert_geq(seen, 5, "docs/examples has %zu examples", seen);
+    seen = lg_for_each_example("docs/examples/malformed", expect_example_refused, NULL);
+    cr_assert_geq(seen, 5, "docs/examples/malformed has %zu examples", seen);
 }

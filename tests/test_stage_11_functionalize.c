@@ -572,46 +572,34 @@ Test(stage11, program_conventions_and_mismatch_exit_status)
 
 /* Every example runs eagerly and compiled with MATCH on every call; every malformed one
  * is refused with exit status 2 before anything runs. */
+static void expect_example_matches(const LgExample *ex, void *context)
+{
+    (void)context;
+    ProgramRun run;
+    run_program(&run, "stage-11", ex->args);
+    cr_assert_eq(run.status, 0, "%s: %s", ex->path, run.output);
+    cr_assert_null(strstr(run.output, "MISMATCH"), "%s", ex->path);
+    size_t calls = 0, matches = 0;
+    for (char *p = run.output; (p = strstr(p, "\ncall ")) != NULL; p++)
+        calls++;
+    for (char *p = run.output; (p = strstr(p, "  MATCH\n")) != NULL; p++)
+        matches++;
+    cr_assert(calls > 0 && matches == calls, "%s: %zu calls, %zu MATCH", ex->path, calls,
+              matches);
+}
+
+static void expect_example_refused(const LgExample *ex, void *context)
+{
+    (void)context;
+    ProgramRun run;
+    run_program(&run, "stage-11", ex->args);
+    cr_assert_eq(run.status, 2, "%s: %s", ex->path, run.output);
+    cr_assert_null(strstr(run.output, "call 1"));
+}
+
 Test(stage11, every_example_matches_and_every_malformed_one_is_refused)
 {
-    static const char *const dirs[] = {"docs/examples", "docs/examples/malformed"};
-    size_t seen = 0;
-    for (size_t d = 0; d < 2; d++) {
-        DIR *dir = opendir(dirs[d]);
-        cr_assert_not_null(dir);
-        for (struct dirent *e; (e = readdir(dir)) != NULL;) {
-            size_t len = strlen(e->d_name);
-            if (len < 6 || strcmp(e->d_name + len - 5, ".lgir") != 0)
-                continue;
-            char path[512], line[512], args[1024];
-            snprintf(path, sizeof path, "%s/%s", dirs[d], e->d_name);
-            snprintf(args, sizeof args, "%s --input x=1", path);
-            FILE *f = fopen(path, "r");
-            while (fgets(line, sizeof line, f) != NULL)
-                if (strncmp(line, "# run: ", 7) == 0) {
-                    line[strcspn(line, "\n")] = '\0';
-                    snprintf(args, sizeof args, "%s %s", path, line + 7);
-                }
-            fclose(f);
-            ProgramRun run;
-            run_program(&run, "stage-11", args);
-            if (d == 1) {
-                cr_assert_eq(run.status, 2, "%s: %s", path, run.output);
-                cr_assert_null(strstr(run.output, "call 1"));
-                continue;
-            }
-            cr_assert_eq(run.status, 0, "%s: %s", path, run.output);
-            cr_assert_null(strstr(run.output, "MISMATCH"), "%s", path);
-            size_t calls = 0, matches = 0;
-            for (char *p = run.output; (p = strstr(p, "\ncall ")) != NULL; p++)
-                calls++;
-            for (char *p = run.output; (p = strstr(p, "  MATCH\n")) != NULL; p++)
-                matches++;
-            cr_assert(calls > 0 && matches == calls, "%s: %zu calls, %zu MATCH", path, calls,
-                      matches);
-            seen++;
-        }
-        closedir(dir);
-    }
+    size_t seen = lg_for_each_example("docs/examples", expect_example_matches, NULL);
     cr_assert_geq(seen, 8, "%zu examples", seen);
+    lg_for_each_example("docs/examples/malformed", expect_example_refused, NULL);
 }

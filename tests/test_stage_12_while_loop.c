@@ -613,50 +613,32 @@ Test(stage12, the_program_tells_the_story_and_checks_its_options)
               "%s", run.output);
 }
 
-static void run_examples(const char *dir, bool malformed, size_t *seen)
+static void expect_example_matches(const LgExample *ex, void *context)
 {
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d, "cannot open %s", dir);
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".lgir") != 0)
-            continue;
-        char path[512], line[512], args[1024], expected[512] = "";
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        snprintf(args, sizeof args, "%s --input x=1", path);
-        FILE *f = fopen(path, "r");
-        while (fgets(line, sizeof line, f) != NULL) {
-            line[strcspn(line, "\n")] = '\0';
-            if (strncmp(line, "# run: ", 7) == 0)
-                snprintf(args, sizeof args, "%s %s", path, line + 7);
-            if (strncmp(line, "# error: ", 9) == 0)
-                snprintf(expected, sizeof expected, "%s", line + 9);
-        }
-        fclose(f);
-        ProgramRun run;
-        run_program(&run, "stage-12", args);
-        if (malformed) {
-            cr_assert_eq(run.status, 2, "%s: %s", path, run.output);
-            cr_assert(strstr(run.output, expected), "%s: %s", path, run.output);
-            cr_assert_null(strstr(run.output, "call 1"));
-        } else {
-            cr_assert_eq(run.status, 0, "%s: %s", path, run.output);
-            cr_assert(strstr(run.output, "call 1:\n"), "%s", path);
-            cr_assert_null(strstr(run.output, "MISMATCH"), "%s", path);
-        }
-        ++*seen;
-    }
-    closedir(d);
+    (void)context;
+    ProgramRun run;
+    run_program(&run, "stage-12", ex->args);
+    cr_assert_eq(run.status, 0, "%s: %s", ex->path, run.output);
+    cr_assert(strstr(run.output, "call 1:\n"), "%s", ex->path);
+    cr_assert_null(strstr(run.output, "MISMATCH"), "%s", ex->path);
+}
+
+static void expect_example_refused(const LgExample *ex, void *context)
+{
+    (void)context;
+    ProgramRun run;
+    run_program(&run, "stage-12", ex->args);
+    cr_assert_eq(run.status, 2, "%s: %s", ex->path, run.output);
+    cr_assert(strstr(run.output, ex->expected_error), "%s: %s", ex->path, run.output);
+    cr_assert_null(strstr(run.output, "call 1"));
 }
 
 Test(stage12, every_example_matches_under_the_union)
 {
-    size_t seen = 0;
-    run_examples("docs/examples/while_loop", false, &seen);
+    size_t seen = lg_for_each_example("docs/examples/while_loop", expect_example_matches, NULL);
     cr_assert_geq(seen, 6, "%zu loop examples", seen);
-    run_examples("docs/examples", false, &seen);
+    seen += lg_for_each_example("docs/examples", expect_example_matches, NULL);
     cr_assert_geq(seen, 14, "%zu examples in all", seen);
-    seen = 0;
-    run_examples("docs/examples/while_loop/malformed", true, &seen);
+    seen = lg_for_each_example("docs/examples/while_loop/malformed", expect_example_refused, NULL);
     cr_assert_geq(seen, 4);
 }
