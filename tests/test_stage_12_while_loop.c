@@ -3,6 +3,7 @@
 #include "litgrad_test.h"
 
 #include <dirent.h>
+#include <stdarg.h>
 #include <stdint.h>
 
 #include "compile.h"
@@ -641,4 +642,163 @@ Test(stage12, every_example_matches_under_the_union)
     cr_assert_geq(seen, 14, "%zu examples in all", seen);
     seen = lg_for_each_example("docs/examples/while_loop/malformed", expect_example_refused, NULL);
     cr_assert_geq(seen, 4);
+}
+
+/* ---- scale: programs generated here, checked for acceptance or refusal (never timed) ---- */
+
+/* A growing text for generated programs. */
+typedef struct GenText {
+    char *text;
+    size_t used, size;
+} GenText;
+
+static void gen(GenText *g, const char *fmt, ...) LG_PRINTF(2, 3);
+
+static void gen(GenText *g, const char *fmt, ...)
+{
+    for (;;) {
+        va_list args;
+        va_start(args, fmt);
+        int n = vsnprintf(g->text + g->used, g->size - g->used, fmt, args);
+        va_end(args);
+        cr_assert(n >= 0);
+        if (g->used + (size_t)n < g->size) {
+            g->used += (size_t)n;
+            return;
+        }
+        g->size = 2 * g->size + (size_t)n + 64;
+        g->text = realloc(g->text, g->size);
+        cr_assert_not_null(g->text);
+    }
+}
+
+/* Loops nested `depth` deep: f's loop runs b1, b1's loop runs b2, ... b<depth> mutates the
+ * captured %s. With `twice`, every b<k> below the last holds two loops over b<k+1>. */
+static char *nested_loops(size_t depth, bool twice)
+{
+    GenText g = {NULL, 0, 0};
+    gen(&g, "def f(%%s: f32[]) {\n  %%i0 = full([], 0, i64)\n"
+            "  %%i = while_loop(@c, @b1, %%i0, %%s)\n  return %%i\n}\n"
+            "def c(%%i: i64[], %%s: f32[]) captures(%%s) {\n  %%go = lt(%%i, 1)\n  return %%go\n}\n");
+    for (size_t k = 1; k < depth; k++) {
+        gen(&g, "def b%zu(%%i: i64[], %%s: f32[]) captures(%%s) {\n"
+                "  %%j = while_loop(@c, @b%zu, %%i, %%s)\n", k, k + 1);
+        if (twice)
+            gen(&g, "  %%l = while_loop(@c, @b%zu, %%j, %%s)\n  return %%l\n}\n", k + 1);
+        else
+            gen(&g, "  return %%j\n}\n");
+    }
+    gen(&g, "def b%zu(%%i: i64[], %%s: f32[]) captures(%%s) {\n  mul_(%%s, 0.5)\n"
+            "  %%k = add(%%i, 1)\n  return %%k\n}\n", depth);
+    return g.text;
+}
+
+Test(stage12, loops_nest_up_to_the_bound_and_no_deeper)
+{
+    char *text = nested_loops(IR_MAX_LOOP_DEPTH, false);
+    IrProgram *program = parse_ok(text);
+    free(text);
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+    cr_assert_eq(mutation_records(&c->nodes[node_of_op(c, IR_WHILE_LOOP)]), 1u,
+                 "the mutation 64 loops down reaches the outermost loop");
+    compiled_free(&c);
+    LgError err = LG_ERROR_INIT;
+    Tensor *s = tensor_full(&F32, 1.0, &err);
+    IrResults r;
+    cr_assert_eq(interp_call(program, 0, &s, 1, &r, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(tensor_get(s, 0).f32, 0.5f, "each level runs its body once");
+    interp_results_free(&r);
+    tensor_free(&s);
+    ir_program_free(&program);
+
+    text = nested_loops(IR_MAX_LOOP_DEPTH + 1, false);
+    cr_assert_null(ir_parse(text, "t", &err));
+    free(text);
+    cr_assert_eq(err.status, LG_ERR_IR_INVALID);
+    cr_assert_str_eq(err.message, "t:263:8: while_loop: loops nest 65 deep through @c: at most "
+                     "64 (IR_MAX_LOOP_DEPTH)");
+}
+
+Test(stage12, two_loops_per_level_are_analysed_once_per_function)
+{
+    /* Analysed afresh at every level, this program would take 2^40 walks of b40. */
+    char *text = nested_loops(40, true);
+    IrProgram *program = parse_ok(text);
+    free(text);
+    for (int mode = 0; mode < 2; mode++) {
+        CompiledProgram *c = compile_ok(program, mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION);
+        cr_assert_eq(mutation_records(&c->nodes[node_of_op(c, IR_WHILE_LOOP)]), 1u);
+        compiled_free(&c);
+    }
+    ir_program_free(&program);
+}
+
+/* A chain of `count` values: %x, then `count - 1` neg instructions, names of 3 letters. */
+static char *long_chain(size_t count)
+{
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    GenText g = {NULL, 0, 0};
+    char prev[4] = "x", name[4];
+    gen(&g, "def f(%%x: f32[]) {\n");
+    for (size_t i = 0; i + 1 < count; i++) {
+        for (size_t k = 0, v = i; k < 3; k++, v /= 52)
+            name[k] = letters[v % 52];
+        name[3] = '\0';
+        gen(&g, "%%%s=neg(%%%s)\n", name, prev);
+        memcpy(prev, name, sizeof prev);
+    }
+    gen(&g, "return %%%s\n}\n", prev);
+    return g.text;
+}
+
+Test(stage12, a_program_of_65536_values_compiles_into_one_kernel_and_one_more_is_refused)
+{
+    char *text = long_chain(IR_MAX_VALUES);
+    cr_assert_leq(strlen(text), (size_t)1 << 20, "it fits the 1 MiB file limit");
+    IrProgram *program = parse_ok(text);
+    free(text);
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+    cr_assert_eq(c->nnodes, IR_MAX_VALUES - 1);
+    cr_assert_eq(c->nkernels, 1u, "65,535 pointwise nodes of one element fuse into one kernel");
+    LgError err = LG_ERROR_INIT;
+    Tensor *e = tensor_full(&F32, 1.5, &err), *k = tensor_full(&F32, 1.5, &err);
+    IrResults re, rc;
+    cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(compiled_call(c, &k, 1, &rc, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(tensor_get(re.tensors[0], 0).f32, -1.5f, "an odd number of negations");
+    cr_assert(tensor_equal_bits(re.tensors[0], rc.tensors[0]));
+    interp_results_free(&re);
+    interp_results_free(&rc);
+    tensor_free(&e);
+    tensor_free(&k);
+    compiled_free(&c);
+    ir_program_free(&program);
+
+    text = long_chain(IR_MAX_VALUES + 1);
+    cr_assert_null(ir_parse(text, "t", &err));
+    free(text);
+    cr_assert_eq(err.status, LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "t:65537:6: a function has at most 65536 values: need 65537");
+}
+
+Test(stage12, many_functions_are_found_by_name)
+{
+    GenText g = {NULL, 0, 0};
+    enum { FUNCTIONS = 20000 };
+    gen(&g, "def f(%%s: f32[]) {\n  %%i0 = full([], 0, i64)\n"
+            "  %%i = while_loop(@c%d, @b%d, %%i0, %%s)\n  return %%i\n}\n", FUNCTIONS - 1,
+        FUNCTIONS - 1);
+    for (int k = 0; k < FUNCTIONS; k++)
+        gen(&g, "def c%d(%%i: i64[], %%s: f32[]) captures(%%s) {\n  %%go = lt(%%i, 1)\n"
+                "  return %%go\n}\ndef b%d(%%i: i64[], %%s: f32[]) captures(%%s) {\n"
+                "  %%k = add(%%i, 1)\n  return %%k\n}\n", k, k);
+    IrProgram *program = parse_ok(g.text);
+    cr_assert_eq(program->nfunctions, 2u * FUNCTIONS + 1);
+    cr_assert_eq(ir_find_function(program, "b12345"), 2u * 12345 + 2);
+    ir_program_free(&program);
+    gen(&g, "def b7() {\n  return\n}\n");
+    LgError err = LG_ERROR_INIT;
+    cr_assert_null(ir_parse(g.text, "t", &err));
+    cr_assert(strstr(err.message, ": function b7 is defined twice") != NULL, "%s", err.message);
+    free(g.text);
 }
