@@ -278,7 +278,7 @@ Test(stage01, program_conventions_for_help_usage_and_rules)
     cr_assert_null(strstr(run.output, "negative"), "no hint about negative numbers here");
     run_program(&run, "stage-01", "1 -5");
     cr_assert_eq(run.status, 2, "a negative number without -- is an unknown option");
-    cr_assert(strstr(run.output, "unknown option '-5' (a negative VALUE must follow --)"),
+    cr_assert(strstr(run.output, "unknown option '-5' (a negative number must follow --)"),
               "%s", run.output);
     run_program(&run, "stage-01", "--capacity");
     cr_assert_eq(run.status, 2);
