@@ -802,3 +802,40 @@ Test(stage12, many_functions_are_found_by_name)
     cr_assert(strstr(err.message, ": function b7 is defined twice") != NULL, "%s", err.message);
     free(g.text);
 }
+
+Test(stage12, a_call_does_bounded_work_whatever_the_file_asks)
+{
+    /* Two loops of 65,536 iterations, one inside the other: 2^32 inner iterations. */
+    static const char nested[] =
+        "def f(%x: f32[]) {\n  %i0 = full([], 0, i64)\n"
+        "  %i = while_loop(@c, @outer, %i0, %x)\n  return %i\n}\n"
+        "def c(%i: i64[], %x: f32[]) captures(%x) {\n  %go = lt(%i, 65536)\n  return %go\n}\n"
+        "def outer(%i: i64[], %x: f32[]) captures(%x) {\n  %j0 = full([], 0, i64)\n"
+        "  %j = while_loop(@c, @inner, %j0, %x)\n  %i1 = add(%i, 1)\n  return %i1\n}\n"
+        "def inner(%j: i64[], %x: f32[]) captures(%x) {\n  add_(%x, 1)\n  %j1 = add(%j, 1)\n"
+        "  return %j1\n}\n";
+    IrProgram *program = parse_ok(nested);
+    LgError err = LG_ERROR_INIT;
+    Tensor *x = tensor_full(&F32, 0.0, &err);
+    IrResults r;
+    cr_assert_eq(interp_call(program, 0, &x, 1, &r, &err), LG_ERR_BUDGET);
+    cr_assert(strstr(err.message, "a call does at most 67108864 units of work") != NULL, "%s",
+              err.message);
+    cr_assert_eq(r.count, 0u);
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+    cr_assert_eq(compiled_call(c, &x, 1, &r, &err), LG_ERR_BUDGET, "the loop's kernel too");
+    compiled_free(&c);
+    tensor_free(&x);
+    ir_program_free(&program);
+
+    /* Four operations on tensors of 2^24 elements: refused by the compiler before any call. */
+    IrProgram *big = parse_ok("def f(%x: f32[4096, 4096]) {\n  %a = exp(%x)\n  %b = exp(%a)\n"
+                              "  %c = exp(%b)\n  %d = exp(%c)\n  return %d\n}\n");
+    CompileOptions options;
+    memset(&options, 0, sizeof options);
+    cr_assert_null(compile_program(big, &options, &err));
+    cr_assert_eq(err.status, LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "f: a call does at most 67108864 units of work (64 an "
+                     "instruction, 1 an element): node n3 would make 67109120");
+    ir_program_free(&big);
+}
