@@ -78,27 +78,46 @@ $(TANGLED): $(T)/stage_%/.tangled: $$(call upto,$$*) tools/nwtangle tools/nwchec
 	tools/nwtangle $(@D) $(call upto,$*)
 	touch $@
 
-# Every tangled .c file except the stage programs' mains forms the stage's library.
-$(LIBS): $(B)/obj/stage_%/lib.a: $(T)/stage_%/.tangled
-	rm -rf $(@D) && mkdir -p $(@D)
-	for c in $(T)/stage_$*/*.c; do \
-	  case $$c in */stage-[0-9][0-9].c) continue ;; esac; \
-	  o=$(@D)/$$(basename "$${c%.c}").o; \
-	  $(CC) $(CFLAGS) -I$(T)/stage_$* -c "$$c" -o "$$o"; \
-	done
-	ar rcs $@ $(@D)/*.o
+# Every tangled .c file except the stage programs' mains forms the stage's library. The
+# files are the roots the stages declare on their "% litgrad-roots:" lines (tools/nwcheck
+# proves the list complete), so the objects are known before anything is tangled. Each
+# object is compiled on its own and depends on its .c file and, through the compiler's
+# -MMD list, on the headers it includes: a file that nwtangle left untouched (its text
+# did not change) keeps its time stamp, and its object is not compiled again.
+roots_of = $(shell sed -n 's/^% litgrad-roots://p' $(call upto,$(1)))
+lib_objs = $(patsubst %.c,$(B)/obj/stage_$(1)/%.o,$(filter-out stage-%.c,$(filter %.c,$(call roots_of,$(1)))))
+test_objs = $(patsubst tests/%.c,$(B)/testobj/stage_$(1)/%.o,$(call tests_upto,$(1)))
 
-$(BINS): $(B)/bin/stage-%: $(B)/obj/stage_%/lib.a
-	mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(T)/stage_$* -o $@ $(T)/stage_$*/stage-$*.c $< $(LDLIBS)
+# A tangled file is made by its stage's tangle; the empty recipe lets make look at its
+# time stamp again afterwards instead of assuming that it changed.
+$(T)/%.c: $$(@D)/.tangled ;
+$(T)/%.h: $$(@D)/.tangled ;
 
-# The tests of stages 01..N, linked against stage N's library. They may run the stage
-# programs, found through LG_BIN_DIR.
-$(TESTBINS): $(B)/test/stage-%: $(B)/obj/stage_%/lib.a $$(call tests_upto,$$*) tests/litgrad_test.h \
+$(B)/obj/%.o: $(T)/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(<D) -MMD -MF $(@:.o=.d) -c $< -o $@
+
+# The tests of stage M compiled against stage N's headers (they may run the stage
+# programs, found through LG_BIN_DIR).
+$(B)/testobj/%.o: tests/$$(notdir $$*).c tests/litgrad_test.h | $(T)/$$(dir $$*).tangled
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(T)/$(patsubst %/,%,$(dir $*)) -Itests \
+	  -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -MMD -MF $(@:.o=.d) -c $< -o $@
+
+-include $(wildcard $(B)/obj/*/*.d $(B)/testobj/*/*.d)
+
+$(LIBS): $(B)/obj/stage_%/lib.a: $$(call lib_objs,$$*)
+	rm -f $@ && ar rcs $@ $^
+
+$(BINS): $(B)/bin/stage-%: $(B)/obj/stage_$$*/stage-$$*.o $(B)/obj/stage_%/lib.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The tests of stages 01..N, linked against stage N's library.
+$(TESTBINS): $(B)/test/stage-%: $$(call test_objs,$$*) $(B)/obj/stage_%/lib.a \
                    $$(call bins_upto,$$*) | deps
-	mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -o $@ \
-	  $(call tests_upto,$*) $< -lcriterion $(LDLIBS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $(call test_objs,$*) $(B)/obj/stage_$*/lib.a -lcriterion $(LDLIBS)
 
 # ---- tests -------------------------------------------------------------------------------
 ifneq ($(filter test-stage run-stage,$(MAKECMDGOALS)),)
