@@ -200,7 +200,10 @@ $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) 
 	mkdir -p $(@D)
 	noweave -n -index $< > $@
 
-build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS)
+# The captured files a stage quotes with \lgoutput{bench-NN...}.
+bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
+
+build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW))
 	mkdir -p $(@D)
 	printf '\\input{book-master}\n' > build/tex/book.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) book.tex > book.latexmk.log 2>&1 \
@@ -208,7 +211,8 @@ build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS)
 	cp build/tex/book.pdf $@
 
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
-                       build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS))
+                       build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
+                       $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw))
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) stage-$*.tex > stage-$*.latexmk.log 2>&1 \
@@ -218,9 +222,26 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
 # A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then
 # answers --bench by printing its figures (built without sanitizers, -O2).
 BENCH_STAGES := $(foreach n,$(STAGES),$(if $(shell grep -l '^% litgrad-bench:' stages/stage_$(n)_*.nw),$(n)))
+# The book quotes the figures: build/results/bench-NN.txt is the whole output and
+# bench-NN-summary.txt its per-shape lines, each headed by the machine and the compiler
+# that measured them. make measures once, when the program changed; make bench measures
+# again and replaces the file, so the next make weaves the new figures.
+BENCH_RESULTS := $(foreach n,$(BENCH_STAGES),build/results/bench-$(n).txt)
+bench_header = printf 'measured on %s (%s cores) with %s %s\n' \
+  "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" "$$(nproc)" \
+  "$$($(CC) --version | head -n 1)" '-O2 -g'
+$(BENCH_RESULTS): build/results/bench-%.txt: build/bin/stage-%
+	mkdir -p $(@D)
+	{ $(bench_header); $< --bench; } > $@.tmp && mv $@.tmp $@
+build/results/bench-%-summary.txt: build/results/bench-%.txt
+	grep -E '^(measured|Stage|MLP)|  forward|times the previous' $< > $@
+
 bench: $(foreach n,$(BENCH_STAGES),build/bin/stage-$(n))
 	@if [ -z '$(BENCH_STAGES)' ]; then echo "bench: no stage declares benchmarks"; fi
-	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; build/bin/stage-$$n --bench; done
+	@mkdir -p build/results
+	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
+	  { $(bench_header); build/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
+	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
 
 clean:
 	rm -rf build
