@@ -102,7 +102,8 @@ $(B)/obj/%.o: $(T)/%.c
 $(B)/testobj/%.o: tests/$$(notdir $$*).c tests/litgrad_test.h | $(T)/$$(dir $$*).tangled
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -I$(T)/$(patsubst %/,%,$(dir $*)) -Itests \
-	  -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -MMD -MF $(@:.o=.d) -c $< -o $@
+	  -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -DLG_STAGE='"$(patsubst stage_%/,%,$(dir $*))"' \
+	  -MMD -MF $(@:.o=.d) -c $< -o $@
 
 -include $(wildcard $(B)/obj/*/*.d $(B)/testobj/*/*.d)
 
