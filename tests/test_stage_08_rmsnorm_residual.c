@@ -704,46 +704,72 @@ Test(stage08, program_blast_radius_rows_do_no_work)
         cr_assert(strstr(run.output, rows[k]) != NULL, "missing row '%s'", rows[k]);
 }
 
-Test(stage08, program_bad_input_exits_1_or_2_with_one_line)
+Test(stage08, program_broken_rules_exit_1_with_one_line)
 {
-    static ProgramRun run;
+    static LgRun run;
     static const struct {
-        const char *args;
-        int status;
-        const char *message;
+        const char *args, *message, *stdout_line;
     } cases[] = {
-        {"--eps -1e-5", 1, "rmsnorm epsilon of fc1 must be finite and >= 0: got -1e-05"},
-        {"--eps nan", 2, "--eps must be finite: got 'nan'"},
-        {"--eps inf", 2, "--eps must be finite: got 'inf'"},
-        {"--branch-out 5", 1, "residual shape rule: res.fc1..fc2 must map width 4 to width 4"},
-        {"--param-budget 67", 1, "parameter budget exceeded: need 68, limit 67"},
-        {"--node-budget 291", 1, "node budget exceeded: need 292, limit 291"},
-        {"--eps 0 --zero-row", 1, "row 1, tape position 28: ms + eps = 0 (eps 0)"},
-        {"--blocks 9", 2, "--blocks must be an integer in [1, 8]"},
-        {"--width 0", 2, "--width must be an integer"},
-        {"--bogus", 2, "unknown option '--bogus'"},
-        {"--eps", 2, "option '--eps' needs a value"},
-        {"extra", 2, "unexpected argument 'extra'"},
-        {"--figure-data ''", 2, "--figure-data takes a directory and no other option"},
+        {"--eps -1e-5", "rmsnorm epsilon of fc1 must be finite and >= 0: got -1e-05",
+         "initializer calls: 0\n"},
+        {"--branch-out 5", "residual shape rule: res.fc1..fc2 must map width 4 to width 4: it "
+                           "maps 4 to 5", "initializer calls: 0\n"},
+        {"--param-budget 67", "parameter budget exceeded: need 68, limit 67",
+         "initializer calls: 0\n"},
+        {"--node-budget 291", "node budget exceeded: need 292, limit 291", "scalar ops: 0\n"},
+        {"--eps 0 --zero-row", "at res.fc1 rmsnorm (step 1), row 1, tape position 28: ms + "
+                               "eps = 0 (eps 0)", "scalar ops: 292\n"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        run_program(&run, "stage-08", cases[k].args);
-        cr_assert_eq(run.status, cases[k].status, "'%s': %s", cases[k].args, run.output);
-        cr_assert(strstr(run.output, cases[k].message) != NULL, "'%s': %s", cases[k].args,
-                  run.output);
-        cr_assert(strstr(run.output, "stage-08: error: ") != NULL);
+        lg_run(&run, "", "stage-08", cases[k].args);
+        cr_assert_eq(run.status, 1, "'%s': %s", cases[k].args, run.err);
+        cr_assert(strncmp(run.err, "stage-08: error: ", 17) == 0, "%s", run.err);
+        cr_assert(strstr(run.err, cases[k].message) != NULL, "'%s': %s", cases[k].args,
+                  run.err);
+        cr_assert_eq(strchr(run.err, '\n'), run.err + strlen(run.err) - 1, "one line");
+        cr_assert(strstr(run.out, cases[k].stdout_line) != NULL, "'%s': %s", cases[k].args,
+                  run.out);
     }
-    run_program_stdout(&run, "stage-08", "--param-budget 67");
-    cr_assert(strstr(run.output, "initializer calls: 0\n") != NULL, "%s", run.output);
-    run_program_stdout(&run, "stage-08", "--node-budget 291");
-    cr_assert(strstr(run.output, "scalar ops: 0\n") != NULL, "%s", run.output);
-    run_program(&run, "stage-08", "--help");
+    lg_run(&run, "", "stage-08", "--node-budget 292");
     cr_assert_eq(run.status, 0);
-    cr_assert(strstr(run.output, "usage: stage-08") != NULL);
-    run_program_stdout(&run, "stage-08", "--node-budget 292");
+    cr_assert(strstr(run.out, "planned nodes: 292\nscalar ops: 292\noutput shape: (2, 4)\n"
+                              "actual nodes: 292\n") != NULL, "%s", run.out);
+}
+
+Test(stage08, program_bad_command_lines_exit_2)
+{
+    static const LgBadLine lines[] = {
+        {"--eps nan", "--eps must be finite: got 'nan'"},
+        {"--eps inf", "--eps must be finite: got 'inf'"},
+        {"--eps -inf", "--eps must be finite: got '-inf'"},
+        {"--eps 1e999", "--eps must be finite: got '1e999'"},
+        {"--eps x", "--eps"},
+        {"--eps", "option '--eps' needs a value"},
+        {"--blocks 9", "--blocks must be an integer in [1, 8]"},
+        {"--blocks 0", "--blocks must be an integer in [1, 8]"},
+        {"--width 0", "--width must be an integer"},
+        {"--branch-out -4", "--branch-out"},
+        {"--node-budget 1e3", "--node-budget"},
+        {"extra", "unexpected argument 'extra'"},
+        {"--figure-data ''", "--figure-data"},
+        {"--figure-data {FILE}", "--figure-data"},
+        {"--figure-data /tmp --eps 1e-5", "option '--figure-data' does not apply"},
+    };
+    size_t n = lg_expect_usage_errors("stage-08", lines, sizeof lines / sizeof lines[0]);
+    cr_assert_geq(n, 15);
+    static LgRun run;
+    lg_run(&run, "", "stage-08", "--help");
     cr_assert_eq(run.status, 0);
-    cr_assert(strstr(run.output, "planned nodes: 292\nscalar ops: 292\noutput shape: (2, 4)\n"
-                                 "actual nodes: 292\n") != NULL, "%s", run.output);
+    cr_assert(strstr(run.out, "usage: stage-08") != NULL);
+    lg_expect_short_lines(run.out);
+}
+
+/* Every allocation of the option run fails in turn: exit 1 with the out-of-memory
+ * message, never a success with other output. */
+Test(stage08, program_option_run_survives_every_allocation_failure)
+{
+    size_t k = lg_walk_allocation_failures("stage-08", "--blocks 2 --node-budget 100000");
+    cr_assert_geq(k, 10, "the option run makes %zu allocations", k);
 }
 
 /* The charts' data: what the text says they show, checked in numbers. */
