@@ -31,7 +31,7 @@ else
 B := build
 CFLAGS := $(WARNINGS) -O2 -g
 endif
-LDLIBS := -lm
+LDLIBS := -lz -lnettle -lm
 T := build/tangle
 
 # ---- the stages ---------------------------------------------------------------------
@@ -60,13 +60,13 @@ stages: $(BINS)
 pdf: $(PDFS)
 
 # ---- tools: install what is missing, and say so --------------------------------------
-TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex latexmk pdftoppm
+TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex bibtex latexmk pdftoppm
 deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing criterion"; \
 	if command -v kpsewhich >/dev/null 2>&1; then \
-	  for s in noweb.sty lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty; do \
+	  for s in noweb.sty natbib.sty plainnat.bst lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty; do \
 	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
@@ -173,9 +173,9 @@ $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.tangled
 	done
 	touch $@
 
-TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//:
+TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
 LATEXMK := latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet
-DOCS := $(wildcard docs/*.tex)
+DOCS := $(wildcard docs/*.tex docs/*.bib)
 
 build/tex/book-body.tex: $(NW) $(APPENDIX) | deps
 	mkdir -p $(@D)
