@@ -217,7 +217,7 @@ LAST := $(lastword $(STAGES))
 XC := $(T)/appendix_a
 PYTHON := /usr/bin/python3
 TORCH := /usr/lib/python3/dist-packages/torch/__init__.py
-XC_RUN := $(PYTHON) $(XC)/crosscheck.py $(B)/bin/crosscheck-export docs/examples
+XC_RUN := $(PYTHON) $(XC)/crosscheck.py $(B)/bin/crosscheck-export docs/examples data
 EXAMPLES := $(sort $(wildcard docs/examples/*.lgir docs/examples/while_loop/*.lgir))
 
 $(XC)/.tangled: $(NW) $(APPENDIX) tools/nwtangle tools/nwcheck | deps
@@ -231,7 +231,7 @@ $(B)/bin/crosscheck-export: $(XC)/.tangled $(B)/obj/stage_$(LAST)/lib.a
 # The table in the book: the checker's output when PyTorch is installed (a failed case
 # shows as FAIL in it; make crosscheck is what fails), otherwise a plain statement that
 # the cross-check did not run. Installing PyTorch makes $(TORCH) newer: the table follows.
-build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/.tangled $(EXAMPLES) $(wildcard $(TORCH))
+build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/.tangled $(EXAMPLES) $(wildcard data/iris.csv $(TORCH))
 	mkdir -p $(@D)
 	if [ -f $(TORCH) ]; then $(XC_RUN) > $@.tmp || true; else \
 	  printf '%s\n' "This build of the book did not run the cross-check: PyTorch (Debian's" \
