@@ -56,13 +56,13 @@ stages: $(BINS)
 pdf: $(PDFS)
 
 # ---- tools: install what is missing, and say so --------------------------------------
-TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex latexmk pdftoppm
+TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex bibtex latexmk pdftoppm
 deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing criterion"; \
 	if command -v kpsewhich >/dev/null 2>&1; then \
-	  for s in noweb.sty lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty; do \
+	  for s in noweb.sty natbib.sty plainnat.bst lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty; do \
 	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
@@ -97,7 +97,7 @@ $(BINS): $(B)/bin/stage-%: $(B)/obj/stage_%/lib.a
 $(TESTBINS): $(B)/test/stage-%: $(B)/obj/stage_%/lib.a $$(call tests_upto,$$*) tests/litgrad_test.h \
                    $$(call bins_upto,$$*) | deps
 	mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -o $@ \
+	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -DLG_STAGE='"$*"' -o $@ \
 	  $(call tests_upto,$*) $< -lcriterion $(LDLIBS)
 
 # ---- tests -------------------------------------------------------------------------------
@@ -168,9 +168,9 @@ $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.tangled
 	done
 	touch $@
 
-TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//:
+TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
 LATEXMK := latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet
-DOCS := $(wildcard docs/*.tex)
+DOCS := $(wildcard docs/*.tex docs/*.bib)
 
 build/tex/book-body.tex: $(NW) | deps
 	mkdir -p $(@D)
