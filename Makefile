@@ -7,6 +7,8 @@
 #   make test-stage N     the tests of stages 01..N against stage N  (also: N=... form)
 #   make run-stage N      run build/bin/stage-NN with ARGS="..."
 #   make stages | pdf | lint | bench | clean
+#   make crosscheck       install PyTorch (an optional group of tools/install-deps) and
+#                         compare litgrad with it: Appendix A's table, also in the book
 #   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/)
 #
 # Stage N's code is notangle over stages/stage_01*.nw .. stage_NN*.nw; gaps in the
@@ -34,6 +36,8 @@ T := build/tangle
 
 # ---- the stages ---------------------------------------------------------------------
 NW := $(sort $(wildcard stages/stage_[0-9][0-9]_*.nw))
+# Appendix A is tangled with every stage and woven after them (see "Appendix A" below).
+APPENDIX := stages/appendix_a_crosscheck.nw
 num = $(word 2,$(subst _, ,$(notdir $(1))))
 STAGES := $(foreach f,$(NW),$(call num,$f))
 # the .nw files of stages 01..$1, in order (two-digit numbers sort as text)
@@ -50,7 +54,7 @@ RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stag
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-stage run-stage lint bench clean deps
+.PHONY: all stages pdf test test-stage run-stage lint bench clean deps crosscheck
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
 pdf: $(PDFS)
@@ -153,14 +157,15 @@ run-stage: $(B)/bin/stage-$(NN)
 	@$(B)/bin/stage-$(NN) $(ARGS)
 
 lint: | deps
-	@tools/nwcheck lint $(NW)
+	@tools/nwcheck lint $(NW) $(APPENDIX)
+	@tools/nwcheck roots $(NW) $(APPENDIX)
 	@for n in $(STAGES); do \
 	  tools/nwcheck roots $$(printf '%s\n' $(NW) | awk -v n=$$n '{ split($$0, p, "_"); if (p[2] + 0 <= n + 0) print }'); \
 	  ls tests/test_stage_$${n}_*.c >/dev/null 2>&1 || { echo "lint: stage $$n has no tests/test_stage_$${n}_*.c" >&2; exit 1; }; \
 	done
 	@for t in tests/test_stage_*.c; do n=$$(basename $$t | cut -d_ -f3); \
 	  ls stages/stage_$${n}_*.nw >/dev/null 2>&1 || { echo "lint: $$t has no stage $$n" >&2; exit 1; }; done
-	@echo "lint: clean ($(words $(NW)) stage files: $(STAGES))"
+	@echo "lint: clean ($(words $(NW)) stage files: $(STAGES); appendix: $(notdir $(APPENDIX)))"
 
 # ---- the book ------------------------------------------------------------------------
 RESULT_TXT := $(foreach n,$(STAGES),build/results/stage-$(n).txt)
@@ -192,9 +197,9 @@ TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
 LATEXMK := latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet
 DOCS := $(wildcard docs/*.tex docs/*.bib)
 
-build/tex/book-body.tex: $(NW) | deps
+build/tex/book-body.tex: $(NW) $(APPENDIX) | deps
 	mkdir -p $(@D)
-	noweave -n -index $(NW) > $@
+	noweave -n -index $(NW) $(APPENDIX) > $@
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
 $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) | deps
@@ -204,7 +209,8 @@ $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) 
 # The captured files a stage quotes with \lgoutput{bench-NN...}.
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
 
-build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW))
+build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW)) \
+                    build/results/crosscheck.txt
 	mkdir -p $(@D)
 	printf '\\input{book-master}\n' > build/tex/book.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) book.tex > book.latexmk.log 2>&1 \
@@ -243,6 +249,44 @@ bench: $(foreach n,$(BENCH_STAGES),build/bin/stage-$(n))
 	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
 	  { $(bench_header); build/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
 	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
+
+# ---- Appendix A: litgrad against PyTorch ------------------------------------------------
+# The appendix is tangled together with every stage, so its exporter links against the
+# last stage's library; its checker is run by Debian's python3 (the one its python3-torch
+# is built for, whatever python3 comes first on the PATH). It is woven after the last
+# chapter (the .nw file begins with \appendix) and has its own short template in lint.
+LAST := $(lastword $(STAGES))
+XC := $(T)/appendix_a
+PYTHON := /usr/bin/python3
+TORCH := /usr/lib/python3/dist-packages/torch/__init__.py
+XC_RUN := $(PYTHON) $(XC)/crosscheck.py $(B)/bin/crosscheck-export docs/examples data
+EXAMPLES := $(sort $(wildcard docs/examples/*.lgir docs/examples/while_loop/*.lgir))
+
+$(XC)/.tangled: $(NW) $(APPENDIX) tools/nwtangle tools/nwcheck | deps
+	tools/nwtangle $(@D) $(NW) $(APPENDIX)
+	touch $@
+
+$(B)/bin/crosscheck-export: $(XC)/.tangled $(B)/obj/stage_$(LAST)/lib.a
+	mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(XC) -o $@ $(XC)/crosscheck-export.c $(B)/obj/stage_$(LAST)/lib.a $(LDLIBS)
+
+# The table in the book: the checker's output when PyTorch is installed (a failed case
+# shows as FAIL in it; make crosscheck is what fails), otherwise a plain statement that
+# the cross-check did not run. Installing PyTorch makes $(TORCH) newer: the table follows.
+build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/.tangled $(EXAMPLES) $(wildcard data/iris.csv $(TORCH))
+	mkdir -p $(@D)
+	if [ -f $(TORCH) ]; then $(XC_RUN) > $@.tmp || true; else \
+	  printf '%s\n' "This build of the book did not run the cross-check: PyTorch (Debian's" \
+	    "python3-torch) is not installed on the machine that built it. 'make crosscheck'" \
+	    "installs it and prints the table; 'make' then puts the table here." > $@.tmp; fi
+	mv $@.tmp $@
+
+crosscheck: $(B)/bin/crosscheck-export $(XC)/.tangled
+	tools/install-deps crosscheck
+	mkdir -p build/results
+	status=0; $(XC_RUN) > build/results/crosscheck.txt.tmp || status=$$?; \
+	mv build/results/crosscheck.txt.tmp build/results/crosscheck.txt; \
+	cat build/results/crosscheck.txt; exit $$status
 
 clean:
 	rm -rf build
