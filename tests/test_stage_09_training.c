@@ -629,13 +629,18 @@ Test(stage09, a_save_killed_50_times_always_leaves_a_checkpoint_that_loads, .tim
 Test(stage09, resume_in_a_new_process_gives_the_same_bits_and_curve)
 {
     ProgramRun whole, part, rest;
-    run_program(&whole, "stage-09", "--set iris --epochs 6");
+    char dir[] = "/tmp/lg09-proc-XXXXXX", args[256], file[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(file, sizeof file, "%s/stage-09.ckpt", dir);
+    run_program(&whole, "stage-09", "--epochs 6");
     cr_assert_eq(whole.status, 0, "%s", whole.output);
-    run_program(&part, "stage-09", "--set iris --epochs 3 --save /tmp/lg09-proc.ckpt");
+    snprintf(args, sizeof args, "--epochs 3 --save %s", dir);
+    run_program(&part, "stage-09", args);
     cr_assert_eq(part.status, 0, "%s", part.output);
-    run_program(&rest, "stage-09", "--set iris --epochs 6 --resume /tmp/lg09-proc.ckpt");
+    snprintf(args, sizeof args, "--epochs 6 --resume %s", file);
+    run_program(&rest, "stage-09", args);
     cr_assert_eq(rest.status, 0, "%s", rest.output);
-    cr_assert_not_null(strstr(rest.output, "resumed from /tmp/lg09-proc.ckpt at epoch 3"));
+    cr_assert_not_null(strstr(rest.output, "at epoch 3, step 0"), "%s", rest.output);
     const char *crc = strstr(whole.output, "parameters: crc32");
     cr_assert_not_null(crc);
     cr_assert_not_null(strstr(rest.output, crc), "%s\n---\n%s", whole.output, rest.output);
@@ -644,24 +649,28 @@ Test(stage09, resume_in_a_new_process_gives_the_same_bits_and_curve)
     char line[128];
     snprintf(line, sizeof line, "%.*s", (int)strcspn(six + 1, "\n") + 1, six);
     cr_assert_not_null(strstr(rest.output, line), "epoch 6 differs");
-    unlink("/tmp/lg09-proc.ckpt");
+    unlink(file);
+    rmdir(dir);
 }
 
 Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status)
 {
     const struct { const char *args; int status; const char *message; } cases[] = {
-        {"--set roses", 2, "stage-09: error: --set must be iris or digits: got 'roses'"},
-        {"--epochs 3", 2, "the training options need --set"},
-        {"--set iris --lr 0", 1, "stage-09: error: learning rate must be finite and > 0: got 0"},
-        {"--set iris --lr nan", 2, "--lr must be finite: got 'nan'"},
-        {"--set iris --batch 0", 1, "batch must be in [1, 120] (the training examples): got 0"},
-        {"--set iris --epochs 0", 1, "epochs must be in [1, 1000000]: got 0"},
-        {"--set iris --node-budget 4223", 1, "step node budget exceeded: need 4224, limit 4223"},
-        {"--set iris --data /nonexistent", 2, "/nonexistent/iris.csv: cannot read"},
-        {"--set iris --resume /tmp", 2, "stage-09: error: /tmp: not a regular file"},
-        {"--set iris --resume data/iris.csv", 2, "data/iris.csv: truncated or damaged"},
-        {"--set iris --lr 100 --epochs 20", 1, "training diverged at step 88 (epoch 13)"},
-        {"--bogus", 2, "unknown option"},
+        {"--bench --epochs 3", 2, "options '--epochs' and '--bench' exclude each other"},
+        {"--lr 0", 1, "stage-09: error: learning rate must be finite and > 0: got 0"},
+        {"--lr nan", 2, "--lr must be finite: got 'nan'"},
+        {"--momentum 1", 1, "momentum must be finite and in [0, 1): got 1"},
+        {"--batch 0", 1, "batch must be in [1, 120] (the training examples): got 0"},
+        {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
+        {"--epochs 0", 1, "epochs must be in [1, 1000000]: got 0"},
+        {"--node-budget 4223", 1, "step node budget exceeded: need 4224, limit 4223"},
+        {"/nonexistent/iris.csv", 2, "cannot read /nonexistent/iris.csv"},
+        {"data/digits.csv.gz", 2, "data/digits.csv.gz: SHA-256 is 46abec6b12486ad9..., "
+                                  "data/README.md pins f13ffa8fdd56fd8e..."},
+        {"--resume /tmp", 2, "cannot read /tmp: it is a directory"},
+        {"--resume data/iris.csv", 2, "data/iris.csv: truncated or damaged"},
+        {"--lr 100 --epochs 20", 1, "training diverged at step 88 (epoch 13): the loss is inf"},
+        {"--bogus", 2, "unknown option '--bogus'"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         ProgramRun run;
@@ -670,5 +679,8 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
                      run.output);
         cr_assert_not_null(strstr(run.output, cases[i].message), "%s:\n%s", cases[i].args,
                            run.output);
+        if (strstr(cases[i].args, "--lr 100") == NULL) /* refused before any output */
+            cr_assert_eq(strchr(run.output, '\n'), run.output + strlen(run.output) - 1,
+                         "%s: one line", cases[i].args);
     }
 }
