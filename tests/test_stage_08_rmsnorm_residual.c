@@ -21,28 +21,11 @@
 #include "model.h"
 #include "value.h"
 
+#include "litgrad_test_model.h"
+
 LG_SUITE(stage08);
 
 static const InitSpec SPEC = {INIT_NORMAL, 1.0, 1, INIT_ROLE_LINEAR};
-
-typedef struct Work {
-    size_t calls, nodes, blocks;
-} Work;
-
-static Work work_now(void)
-{
-    return (Work){init_call_count(), value_nodes_written, mem_live_blocks()};
-}
-
-static void assert_nothing_since(Work before, const char *what)
-{
-    Work now = work_now();
-    cr_assert_eq(now.calls, before.calls, "%s: %zu initializer calls", what,
-                 now.calls - before.calls);
-    cr_assert_eq(now.nodes, before.nodes, "%s: %zu nodes written", what,
-                 now.nodes - before.nodes);
-    cr_assert_eq(now.blocks, before.blocks, "%s: live blocks changed", what);
-}
 
 /* A row of `width` leaves on `inputs` and a gain on it too. */
 static Matrix *row_leaves(Tape *inputs, size_t rows, size_t width, const double *data)
