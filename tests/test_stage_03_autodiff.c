@@ -31,8 +31,12 @@ static char *figure_text(const char *program, const char *file)
     size_t used = fread(text, 1, TEXT_MAX - 1, in);
     text[used] = '\0';
     fclose(in);
-    remove(path);
-    rmdir(dir);
+    static const char *const written[] = {"fig-03-neuron-grad.dot", "fig-03-sweep.dot"};
+    for (size_t i = 0; i < sizeof written / sizeof written[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, written[i]);
+        remove(path);
+    }
+    cr_assert_eq(rmdir(dir), 0, "the figure run writes only the chapter's two figures");
     return text;
 }
 
@@ -497,6 +501,17 @@ Test(stage03, figure_data_draws_p0_as_x0_times_w0)
     cr_assert(strstr(dot, "  v5 [label=\"p0 = x0 * w0 | data 6 | grad "), "%s", dot);
     cr_assert(strstr(dot, "  v6 [label=\"p1 = x1 * w1 | data -20 | grad "), "%s", dot);
     cr_assert(strstr(dot, "  v0 -> v5;\n  v1 -> v5;\n"), "%s", dot);
+    free(dot);
+}
+
+/* The program's second figure is the sweep of the same neuron, drawn by
+ * graph_write_sweep_dot: ten boxes and nine contributions in five steps. */
+Test(stage03, figure_data_draws_the_sweep_of_the_neuron)
+{
+    char *dot = figure_text("stage-03", "fig-03-sweep.dot");
+    cr_assert(strstr(dot, "  v9 [label=\"9\\no = tanh(n)\\ngrad 1\"];\n"), "%s", dot);
+    cr_assert(strstr(dot, "  v9 -> v8 [xlabel=\"1\"];\n"), "%s", dot);
+    cr_assert(strstr(dot, "  v5 -> v1 [xlabel=\"5\"];\n"), "%s", dot);
     free(dot);
 }
 
