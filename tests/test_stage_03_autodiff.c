@@ -509,7 +509,7 @@ Test(stage03, figure_data_draws_p0_as_x0_times_w0)
 Test(stage03, figure_data_draws_the_sweep_of_the_neuron)
 {
     char *dot = figure_text("stage-03", "fig-03-sweep.dot");
-    cr_assert(strstr(dot, "  v9 [label=\"9\\no = tanh(n)\\ngrad 1\"];\n"), "%s", dot);
+    cr_assert(strstr(dot, "  v9 [label=\"9\\no\\n= tanh(n)\\ngrad 1\"];\n"), "%s", dot);
     cr_assert(strstr(dot, "  v9 -> v8 [xlabel=\"1\"];\n"), "%s", dot);
     cr_assert(strstr(dot, "  v5 -> v1 [xlabel=\"5\"];\n"), "%s", dot);
     free(dot);
@@ -600,7 +600,7 @@ Test(stage03, the_sweep_is_drawn_step_by_step_from_the_output_down)
     cr_assert_not_null(out);
     graph_write_sweep_dot(out, t, o, names);
     fclose(out);
-    cr_assert(strstr(text, "  v9 [label=\"9\\no = tanh(n)\\ngrad 1\"];\n"), "%s", text);
+    cr_assert(strstr(text, "  v9 [label=\"9\\no\\n= tanh(n)\\ngrad 1\"];\n"), "%s", text);
     cr_assert(strstr(text, "  v0 [label=\"0\\nx0\\ngrad 1.5729\"];\n"), "%s", text);
     static const char *const arrows[] = {
         "v9 -> v8 [xlabel=\"1\"]", "v8 -> v7 [xlabel=\"2\"]", "v8 -> v4 [xlabel=\"2\"]",
