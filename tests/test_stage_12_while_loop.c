@@ -554,6 +554,30 @@ static size_t allocations_of_call(const IrProgram *program, const CompiledProgra
 
 /* The compiled loop runs planned steps in the call's scratch: a call of 300 iterations
  * allocates exactly what a call of 3 does. The interpreter allocates per iteration. */
+/* The program: a loop stopped at run time in the first call prints nothing on standard
+ * output, not even the header line; the refusal is one line on standard error, exit 1. */
+Test(stage12, a_run_refused_in_its_first_call_prints_no_header)
+{
+    char path[] = "/tmp/lg12-forever-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *file = fdopen(fd, "w");
+    cr_assert_not_null(file);
+    fputs("def f(%i: i64[]) {\n  %r = while_loop(@cond, @body, %i)\n  return %r\n}\n"
+          "def cond(%i: i64[]) {\n  %go = gt(%i, 0)\n  return %go\n}\n"
+          "def body(%i: i64[]) {\n  %i1 = add(%i, 1)\n  return %i1\n}\n", file);
+    cr_assert_eq(fclose(file), 0);
+    char args[64];
+    snprintf(args, sizeof args, "%s --input i=1", path);
+    static LgRun run;
+    lg_run(&run, "", "stage-12", args);
+    unlink(path);
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert_str_eq(run.out, "");
+    cr_assert_str_eq(run.err, "stage-12: error: while_loop @cond: cond still true after "
+                     "65536 iterations\n");
+}
+
 Test(stage12, a_compiled_loop_allocates_nothing_per_iteration)
 {
     IrProgram *program = parse_ok(count_to_text);
