@@ -469,10 +469,12 @@ Test(stage01, every_program_usage_separates_each_option_from_its_help)
             const char *gap = strstr(line + blanks, "  ");
             if (gap != NULL && gap < line + length)
                 cr_assert(line[24] == ' ' && line[25] == ' ' && line[26] != ' ',
-                          "%s: no gap or not in column 26: %.*s", program, (int)length, line);
+                          "%s: no gap or not in column 26: %.*s", program, (int)length,
+                          line);
             else
                 cr_assert(strspn(next, " ") == 26 && next[26] != '\n',
-                          "%s: no help in column 26 after: %.*s", program, (int)length, line);
+                          "%s: no help in column 26 after: %.*s", program, (int)length,
+                          line);
         }
         line += length + (end != NULL);
     }
