@@ -500,7 +500,8 @@ Test(stage06, program_conventions_for_help_usage_and_rules)
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "usage: stage-06"));
     run_program(&run, "stage-06", "--help extra");
-    cr_assert_eq(run.status, 0, "--help wins over what follows");
+    cr_assert_eq(run.status, 2, "--help does not hide a mistake (Stage 01's rule)");
+    cr_assert_null(strstr(run.output, "usage: stage-06"), "%s", run.output);
     run_program(&run, "stage-06", "--fan-in 0");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--fan-in must be an integer in [1, 4096]: got '0'"));
