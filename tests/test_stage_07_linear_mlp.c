@@ -577,6 +577,33 @@ Test(stage07, row9_node_budget_37_fails_after_0_operations_and_38_uses_exactly_3
     model_free(&m);
 }
 
+/* A forward no graph tape can hold is refused by the plan, as the node budget is:
+ * (1000, 10000) through a 10000-10000 Linear is 1000 * 10000 * 19999 nodes, which fits
+ * size_t and an unlimited budget but not a tape of 2^27. Decided from the ModelPlan,
+ * before any parameter exists; the node budget is asked first. */
+Test(stage07, a_forward_larger_than_any_tape_is_refused_by_the_plan)
+{
+    LgError err = LG_ERROR_INIT;
+    ModelPlan plan = mlp_plan((const size_t[]){10000, 10000}, 2, 0, SIZE_MAX);
+    ModelForwardPlan f;
+    Work before = work_now();
+    cr_assert_eq(model_plan_forward(&plan, (Shape){1000, 10000}, SIZE_MAX, &f, &err),
+                 LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 199990000000 nodes, "
+                                  "134217728 free of 134217728");
+    cr_assert_eq(model_plan_forward(&plan, (Shape){1000, 10000}, 1, &f, &err), LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "node budget exceeded: need 199990000000, limit 1");
+    assert_nothing_since(before, "a forward larger than any tape");
+    plan = mlp_plan((const size_t[]){1, 8192, 1}, 3, 0, SIZE_MAX);
+    cr_assert_eq(model_plan_forward(&plan, (Shape){4096, 1}, SIZE_MAX, &f, &err), LG_OK,
+                 "%s", err.message);
+    cr_assert_eq(f.nodes, 134213632, "4096 (8192 + 8192 + 16383): just under 2^27");
+    cr_assert_eq(model_plan_forward(&plan, (Shape){4097, 1}, SIZE_MAX, &f, &err),
+                 LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 134246399 nodes, "
+                                  "134217728 free of 134217728");
+}
+
 /* The room on the graph tape is asked for the whole plan, before the first node. */
 Test(stage07, a_graph_tape_too_small_for_the_plan_is_refused_before_the_first_node)
 {
@@ -903,8 +930,8 @@ Test(stage07, standard_and_relu_sample_variances_are_near_their_targets)
 
 /* ---- planning ---------------------------------------------------------------------- */
 
-/* Planning allocates nothing and writes no node, at T = 1 and at T = 1,000,000, and the
- * plan is exact at both. */
+/* Planning allocates nothing and writes no node, at T = 1 and at T = 8000 (near the
+ * largest batch whose forward fits a tape), and the plan is exact at both. */
 Test(stage07, planning_a_forward_builds_nothing_at_any_batch)
 {
     LgError err = LG_ERROR_INIT;
@@ -912,14 +939,18 @@ Test(stage07, planning_a_forward_builds_nothing_at_any_batch)
     ModelForwardPlan small, large;
     Work before = work_now();
     cr_assert_eq(model_plan_forward(&plan, (Shape){1, 64}, SIZE_MAX, &small, &err), LG_OK);
-    cr_assert_eq(model_plan_forward(&plan, (Shape){1000000, 64}, SIZE_MAX, &large, &err), LG_OK);
+    cr_assert_eq(model_plan_forward(&plan, (Shape){8000, 64}, SIZE_MAX, &large, &err), LG_OK);
     assert_nothing_since(before, "planning");
     cr_assert_eq(small.steps, 5);
     cr_assert_eq(small.nodes, 64 * 128 + 64 + 64 * 128 + 64 + 128, "fc1 relu fc2 relu fc3");
-    cr_assert_eq(large.nodes, 1000000 * small.nodes, "nodes are linear in T");
-    cr_assert_eq(large.output.rows, 1000000);
+    cr_assert_eq(large.nodes, 8000 * small.nodes, "nodes are linear in T");
+    cr_assert_eq(large.output.rows, 8000);
     cr_assert_eq(large.output.cols, 1);
     ModelForwardPlan untouched = small;
+    cr_assert_eq(model_plan_forward(&plan, (Shape){1000000, 64}, SIZE_MAX, &small, &err),
+                 LG_ERR_BUDGET, "16,640,000,000 nodes exceed a tape");
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 16640000000 nodes, "
+                                  "134217728 free of 134217728");
     cr_assert_eq(model_plan_forward(&plan, (Shape){3000000, 64}, SIZE_MAX, &small, &err),
                  LG_ERR_SHAPE, "3e6 x 64 entries exceed a tape");
     cr_assert(has(&err, "shape of x too large"), "%s", err.message);
