@@ -7,6 +7,7 @@
 #   make test-stage N     the tests of stages 01..N against stage N  (also: N=... form)
 #   make run-stage N      run build/bin/stage-NN with ARGS="..."
 #   make stages | pdf | lint | bench | clean
+#   make program-share    the programs' share of the last stage's tangled lines (#11)
 #   make crosscheck       install PyTorch (an optional group of tools/install-deps) and
 #                         compare litgrad with it: Appendix A's table, also in the book
 #   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/)
@@ -54,7 +55,8 @@ RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stag
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-stage run-stage lint bench clean deps crosscheck
+.PHONY: all stages pdf test test-stage run-stage lint bench clean deps crosscheck \
+        program-share
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
 pdf: $(PDFS)
@@ -249,6 +251,11 @@ bench: $(foreach n,$(BENCH_STAGES),build/bin/stage-$(n))
 	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
 	  { $(bench_header); build/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
 	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
+
+# The programs' share of the last stage's tangled lines (issue #11: at most 15 %), and
+# each program's and main's length.
+program-share: $(T)/stage_$(lastword $(STAGES))/.tangled
+	@tools/program-share $(T)/stage_$(lastword $(STAGES))
 
 # ---- Appendix A: litgrad against PyTorch ------------------------------------------------
 # The appendix is tangled together with every stage, so its exporter links against the
