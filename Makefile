@@ -6,6 +6,8 @@
 #                         tests of stages 01..N against it; one summary at the end
 #   make test-stage N     the tests of stages 01..N against stage N  (also: N=... form)
 #   make run-stage N      run build/bin/stage-NN with ARGS="..."
+#   make diff-stage N     build/diff/stage-NN.diff: the tangled tree of the stage before N
+#                         to stage N's, as a unified diff
 #   make stages | pdf | lint | bench | clean
 #   make program-share    the programs' share of the last stage's tangled lines (#11)
 #   make crosscheck       install PyTorch (an optional group of tools/install-deps) and
@@ -51,11 +53,12 @@ FIG_STAGES := $(foreach n,$(STAGES),$(if $(call figures_of,$(n)),$(n)))
 
 BINS := $(foreach n,$(STAGES),$(B)/bin/stage-$(n))
 TESTBINS := $(foreach n,$(STAGES),$(B)/test/stage-$(n))
-RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stage-$(n)-tests.tex)
+RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stage-$(n)-tests.tex \
+                                 build/results/stage-$(n)-adds.tex)
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-stage run-stage lint bench clean deps crosscheck \
+.PHONY: all stages pdf test test-stage run-stage diff-stage lint bench clean deps crosscheck \
         program-share
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
@@ -184,6 +187,40 @@ $(RESULT_TESTS): build/results/stage-%-tests.tex: $(B)/test/stage-%
 	  /^stage[0-9][0-9]: [0-9]+ tests?$$/ { c = $$2 + 0; all += c; if ($$1 == "stage" n ":") own = c } \
 	  END { printf "\\lgtestcount{%s}{%d}{%d}\n", n, own, all }' > $@
 
+# "What this stage adds": from the .nw files of stages 01..N and the tangled trees of the
+# stage before N and of N (tools/stage-adds).
+prev_of = $(lastword $(filter-out $(1),$(call nums_upto,$(1))))
+RESULT_ADDS := $(foreach n,$(STAGES),build/results/stage-$(n)-adds.tex)
+$(RESULT_ADDS): build/results/stage-%-adds.tex: $(T)/stage_%/.tangled \
+                   $$(foreach p,$$(call prev_of,$$*),$(T)/stage_$$(p)/.tangled) tools/stage-adds
+	mkdir -p $(@D)
+	tools/stage-adds $* $(T) $(call upto,$*) > $@
+
+# make diff-stage N: the unified diff of the tangled tree of the stage before N to
+# Stage N's, without #line directives (they only point into the .nw files).
+ifneq ($(filter diff-stage,$(MAKECMDGOALS)),)
+DIFF_ARG := $(filter-out diff-stage,$(MAKECMDGOALS))
+ifneq ($(DIFF_ARG),)
+N := $(firstword $(DIFF_ARG))
+$(eval $(DIFF_ARG):;@:)
+endif
+DIFF_NN := $(shell n='$(N)'; [[ $$n =~ ^[0-9]{1,2}$$ ]] && printf '%02d' $$((10#$$n)))
+ifeq ($(filter $(DIFF_NN),$(STAGES)),)
+$(error usage: make diff-stage N, where N is a stage: $(STAGES))
+endif
+DIFF_PREV := $(call prev_of,$(DIFF_NN))
+endif
+diff-stage: $(T)/stage_$(DIFF_NN)/.tangled $(if $(DIFF_PREV),$(T)/stage_$(DIFF_PREV)/.tangled)
+	@mkdir -p build/diff && rm -rf build/diff/a build/diff/b && mkdir -p build/diff/a build/diff/b
+	@if [ -n '$(DIFF_PREV)' ]; then \
+	  for f in $(T)/stage_$(DIFF_PREV)/*; do grep -v '^#line ' "$$f" > build/diff/a/$$(basename "$$f") || true; done; fi
+	@for f in $(T)/stage_$(DIFF_NN)/*; do grep -v '^#line ' "$$f" > build/diff/b/$$(basename "$$f") || true; done
+	@out=build/diff/stage-$(DIFF_NN).diff; \
+	(cd build/diff && { diff -ruN a b || [ $$? -eq 1 ]; }) > $$out; \
+	rm -rf build/diff/a build/diff/b; \
+	echo "wrote $$out: the tangled tree of stage $(if $(DIFF_PREV),$(DIFF_PREV),(none)) to stage $(DIFF_NN)," \
+	  "$$(grep -c '^+++ ' $$out) files, +$$(grep -c '^+[^+]' $$out) -$$(grep -c '^-[^-]' $$out) lines"
+
 $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.tangled
 	rm -rf $(@D) && mkdir -p $(@D)
 	$< --figure-data $(@D) > /dev/null
@@ -220,7 +257,8 @@ build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(ca
 	cp build/tex/book.pdf $@
 
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
-                       build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
+                       build/results/stage-%-tests.tex build/results/stage-%-adds.tex \
+                       $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
                        $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw))
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
@@ -267,7 +305,7 @@ XC := $(T)/appendix_a
 PYTHON := /usr/bin/python3
 TORCH := /usr/lib/python3/dist-packages/torch/__init__.py
 XC_RUN := $(PYTHON) $(XC)/crosscheck.py $(B)/bin/crosscheck-export docs/examples data
-EXAMPLES := $(sort $(wildcard docs/examples/*.lgir docs/examples/while_loop/*.lgir))
+EXAMPLES := $(sort $(shell find docs/examples -name '*.lgir' -not -path '*/malformed/*'))
 
 $(XC)/.tangled: $(NW) $(APPENDIX) tools/nwtangle tools/nwcheck | deps
 	tools/nwtangle $(@D) $(NW) $(APPENDIX)

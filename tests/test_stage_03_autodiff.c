@@ -4,6 +4,7 @@
 #include <math.h>
 #include <unistd.h> /* rmdir */
 
+#include "graph.h"
 #include "value.h"
 
 LG_SUITE(stage03);
@@ -30,8 +31,12 @@ static char *figure_text(const char *program, const char *file)
     size_t used = fread(text, 1, TEXT_MAX - 1, in);
     text[used] = '\0';
     fclose(in);
-    remove(path);
-    rmdir(dir);
+    static const char *const written[] = {"fig-03-neuron-grad.dot", "fig-03-sweep.dot"};
+    for (size_t i = 0; i < sizeof written / sizeof written[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, written[i]);
+        remove(path);
+    }
+    cr_assert_eq(rmdir(dir), 0, "the figure run writes only the chapter's two figures");
     return text;
 }
 
@@ -499,6 +504,17 @@ Test(stage03, figure_data_draws_p0_as_x0_times_w0)
     free(dot);
 }
 
+/* The program's second figure is the sweep of the same neuron, drawn by
+ * graph_write_sweep_dot: ten boxes and nine contributions in five steps. */
+Test(stage03, figure_data_draws_the_sweep_of_the_neuron)
+{
+    char *dot = figure_text("stage-03", "fig-03-sweep.dot");
+    cr_assert(strstr(dot, "  v9 [label=\"9\\no\\n= tanh(n)\\ngrad 1\"];\n"), "%s", dot);
+    cr_assert(strstr(dot, "  v9 -> v8 [xlabel=\"1\"];\n"), "%s", dot);
+    cr_assert(strstr(dot, "  v5 -> v1 [xlabel=\"5\"];\n"), "%s", dot);
+    free(dot);
+}
+
 /* Usage errors and unusable figure directories: exit 2, one line naming the option or
  * the directory, and nothing at all on standard output. */
 Test(stage03, program_refuses_bad_command_lines_alike)
@@ -560,6 +576,65 @@ Test(stage03, too_little_memory_fails_before_anything_is_printed)
     int raw = pclose(pipe);
     cr_assert(WIFEXITED(raw) && WEXITSTATUS(raw) == 1, "%s: status %d", command, raw);
     cr_assert_str_eq(out, "", "printed before failing: %s", out);
+}
+
+/* The drawing of the sweep (Stage 03, "Drawing the sweep") on the chapter's neuron: boxes
+ * in tape order with their gradients, and the contributions step by step from the output
+ * down -- o to n, n to s and b, s to p0 and p1, p1 to x1 and w1, p0 to x0 and w0. */
+Test(stage03, the_sweep_is_drawn_step_by_step_from_the_output_down)
+{
+    static const char *const names[] = {"x0", "w0", "x1", "w1", "b", "p0", "p1", "s", "n", "o"};
+    Tape *t = lg_new_tape(10);
+    Value *x0 = value_new(t, 3.0), *w0 = value_new(t, 2.0);
+    Value *x1 = value_new(t, -4.0), *w1 = value_new(t, 5.0);
+    Value *b = value_new(t, 14.5);
+    Value *p0 = value_mul(t, x0, w0);
+    Value *p1 = value_mul(t, x1, w1);
+    Value *s = value_add(t, p0, p1);
+    Value *n = value_add(t, s, b);
+    Value *o = value_tanh(t, n);
+    value_backward(t, o);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    cr_assert_not_null(out);
+    graph_write_sweep_dot(out, t, o, names);
+    fclose(out);
+    cr_assert(strstr(text, "  v9 [label=\"9\\no\\n= tanh(n)\\ngrad 1\"];\n"), "%s", text);
+    cr_assert(strstr(text, "  v0 [label=\"0\\nx0\\ngrad 1.5729\"];\n"), "%s", text);
+    static const char *const arrows[] = {
+        "v9 -> v8 [xlabel=\"1\"]", "v8 -> v7 [xlabel=\"2\"]", "v8 -> v4 [xlabel=\"2\"]",
+        "v7 -> v5 [xlabel=\"3\"]", "v7 -> v6 [xlabel=\"3\"]", "v6 -> v2 [xlabel=\"4\"]",
+        "v6 -> v3 [xlabel=\"4\"]", "v5 -> v0 [xlabel=\"5\"]", "v5 -> v1 [xlabel=\"5\"]",
+    };
+    size_t count = 0;
+    for (const char *p = text; (p = strstr(p, "[xlabel=")) != NULL; p++)
+        count++;
+    cr_assert_eq(count, sizeof arrows / sizeof arrows[0], "one arrow per contribution: %s", text);
+    for (size_t i = 0; i < sizeof arrows / sizeof arrows[0]; i++)
+        cr_assert(strstr(text, arrows[i]), "%s missing: %s", arrows[i], text);
+    free(text);
+    tape_free(&t);
+}
+
+/* A node whose gradient is 0 takes no step and passes nothing on, as in value_backward. */
+Test(stage03, the_sweep_drawing_skips_what_backward_skips)
+{
+    Tape *t = lg_new_tape(4);
+    Value *a = value_new(t, 0.0);
+    Value *l = value_log(t, a);
+    Value *y = value_add_number(t, a, 1.0);
+    value_backward(t, y);
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    graph_write_sweep_dot(out, t, y, NULL);
+    fclose(out);
+    cr_assert(strstr(text, "v2 -> v0 [xlabel=\"1\"]"), "%s", text);
+    cr_assert_null(strstr(text, "v1 -> v0"), "the log beside the output passes nothing: %s", text);
+    (void)l;
+    free(text);
+    tape_free(&t);
 }
 
 /* backward clears only what an earlier backward on the tape wrote (the tape's mark): after

@@ -1124,3 +1124,35 @@ Test(stage07, program_conventions_for_help_and_bad_values)
     size_t n = lg_expect_usage_errors("stage-07", lines, sizeof lines / sizeof lines[0]);
     cr_assert_geq(n, 25);
 }
+
+/* The chapter's figure is the seed's planned forward, drawn from the plan: each step's
+ * exact nodes and the running total, the shapes, and the total against the budget. */
+Test(stage07, figure_data_draws_the_planned_forward_with_its_node_counts)
+{
+    char dir[] = "/tmp/litgrad-figure-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char args[64], path[96];
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    snprintf(path, sizeof path, "%s/fig-07-plan.dot", dir);
+    ProgramRun run;
+    run_program(&run, "stage-07", args);
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_str_eq(run.output, "", "a figure run prints nothing");
+    FILE *in = fopen(path, "r");
+    cr_assert_not_null(in, "%s was not written", path);
+    char text[4096];
+    size_t used = fread(text, 1, sizeof text - 1, in);
+    text[used] = '\0';
+    fclose(in);
+    remove(path);
+    cr_assert_eq(rmdir(dir), 0, "the figure run writes one file");
+    static const char *const expected[] = {
+        "s0 [label=\"mlp.fc1: Linear 3 -> 4\\n40 nodes = 2 x 4 x (2 x 3 - 1)\\nrunning total 40\"]",
+        "s1 [label=\"ReLU\\n8 nodes = 2 x 4\\nrunning total 48\"]",
+        "s2 [label=\"mlp.fc2: Linear 4 -> 2\\n28 nodes = 2 x 2 x (2 x 4 - 1)\\nrunning total 76\"]",
+        "x -> s0 [label=\"(2, 3)\"]", "s2 -> y [label=\"(2, 2)\"]",
+        "label=\"planned before the first multiplication: 76 nodes; node budget 76\"",
+    };
+    for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
+        cr_assert(strstr(text, expected[i]), "%s missing: %s", expected[i], text);
+}

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "compile.h"
 #include "functionalize.h"
@@ -841,4 +842,55 @@ Test(stage12, a_call_does_bounded_work_whatever_the_file_asks)
     cr_assert_str_eq(err.message, "f: a call does at most 67108864 units of work (64 an "
                      "instruction, 1 an element): node n3 would make 67109120");
     ir_program_free(&big);
+}
+
+/* The figure of the two schedules is drawn from the compiled programs: with the body-only
+ * analysis the copy-back shares kernel 0 with the mul before the loop (red); with the
+ * union it runs in the last kernel, after the loop (green), behind a RAW edge from it. */
+static char *read_whole(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    cr_assert_not_null(in, "%s was not written", path);
+    enum { TEXT_MAX = 1 << 14 };
+    char *text = malloc(TEXT_MAX);
+    cr_assert_not_null(text);
+    size_t used = fread(text, 1, TEXT_MAX - 1, in);
+    text[used] = '\0';
+    fclose(in);
+    return text;
+}
+
+Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
+{
+    char dir[] = "/tmp/litgrad-figure-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char args[64], path[128];
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    ProgramRun run;
+    run_program(&run, "stage-12", args);
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    snprintf(path, sizeof path, "%s/fig-12-schedule-body-only.dot", dir);
+    char *before = read_whole(path);
+    snprintf(path, sizeof path, "%s/fig-12-schedule-union.dot", dir);
+    char *after = read_whole(path);
+    cr_assert(strstr(before, "label=\"body-only analysis: copy-back n5 in kernel 0, loop n3 in "
+                             "kernel 2\""), "%s", before);
+    cr_assert(strstr(before, "n5 [label=\"n5: copy_(%state, %state.1)\"];"), "%s", before);
+    cr_assert(strstr(before, "n5 [style=filled, fillcolor=\"#f4b6b6\"];"), "%s", before);
+    cr_assert_null(strstr(before, "n3 -> n5"), "nothing orders the copy-back after the loop");
+    cr_assert(strstr(after, "label=\"union analysis: copy-back n5 in kernel 4, loop n3 in "
+                            "kernel 2\""), "%s", after);
+    cr_assert(strstr(after, "n5 [style=filled, fillcolor=\"#b9e4b9\"];"), "%s", after);
+    cr_assert(strstr(after, "n3 -> n5 [label=\"RAW %state.1\"];"), "%s", after);
+    free(before);
+    free(after);
+    static const char *const files[] = {
+        "fig-12-schedule-body-only.dot", "fig-12-schedule-union.dot", "dump-12-body-only.txt",
+        "dump-12-union.txt", "fig-12-caller-state.dat",
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        remove(path);
+    }
+    cr_assert_eq(rmdir(dir), 0, "the figure run wrote only the files it names");
 }
