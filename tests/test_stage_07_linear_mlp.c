@@ -1098,21 +1098,36 @@ Test(stage07, program_option_runs_print_key_value_lines)
     cr_assert_str_eq(run.output, again.output);
 }
 
-Test(stage07, program_budget_violations_exit_1_with_the_rule_and_the_numbers)
+/* A rule broken by the command line is decided by the two plans, before anything is
+ * made: exit 1, one line on stderr, nothing on stdout. LITGRAD_FAIL_ALLOC=1 fails the
+ * run's first allocation, so a run that allocated anything before its refusal would
+ * report running out of memory instead; the 1000-1000 MLP (10^6 parameters) and the
+ * 1-10000-1 MLP at T = 10000 (4 * 10^8 nodes) were built before this refusal once. */
+Test(stage07, program_broken_rules_exit_1_before_any_allocation_and_print_nothing)
 {
-    static ProgramRun run;
-    run_program(&run, "stage-07", "--param-budget 19");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "initializer calls: 0\n"), "%s", run.output);
-    cr_assert(strstr(run.output, "stage-07: error: parameter budget exceeded: need 20, "
-                                 "limit 19\n"), "%s", run.output);
-    run_program(&run, "stage-07", "--batch 1 --node-budget 37");
-    cr_assert_eq(run.status, 1);
-    cr_assert(strstr(run.output, "scalar ops: 0\n"), "%s", run.output);
-    cr_assert(strstr(run.output, "stage-07: error: node budget exceeded: need 38, limit 37\n"));
-    run_program(&run, "stage-07", "--arch 100000,100000");
-    cr_assert_eq(run.status, 1, "a well-formed request that breaks the shape rule");
-    cr_assert(strstr(run.output, "shape of fc1.weight too large"), "%s", run.output);
+    static LgRun run;
+    static const struct {
+        const char *args, *message;
+    } cases[] = {
+        {"--param-budget 19", "parameter budget exceeded: need 20, limit 19"},
+        {"--batch 1 --node-budget 37", "node budget exceeded: need 38, limit 37"},
+        {"--arch 100000,100000", "shape of fc1.weight too large"},
+        {"--arch 1000,1000 --batch 1 --node-budget 1",
+         "node budget exceeded: need 1999000, limit 1"},
+        {"--arch 1,10000,1 --batch 10000",
+         "tape capacity exceeded: need 399990000 nodes, 134217728 free of 134217728"},
+        {"--arch 10000,10000,10000 --batch 1",
+         "tape capacity exceeded: need 200000000 nodes, 134217728 free of 134217728"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-07", cases[k].args);
+        cr_assert_eq(run.status, 1, "'%s': %s", cases[k].args, run.err);
+        cr_assert(strncmp(run.err, "stage-07: error: ", 17) == 0, "%s", run.err);
+        cr_assert(strstr(run.err, cases[k].message) != NULL, "'%s': %s", cases[k].args,
+                  run.err);
+        cr_assert_eq(strchr(run.err, '\n'), run.err + strlen(run.err) - 1, "one line");
+        cr_assert_str_eq(run.out, "", "'%s': nothing on stdout", cases[k].args);
+    }
 }
 
 Test(stage07, program_conventions_for_help_and_bad_values)
