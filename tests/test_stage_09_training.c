@@ -328,7 +328,8 @@ Test(stage09, bad_hyper_parameters_and_a_budget_one_short_are_refused_before_the
     run_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG);
     const struct { TrainConfig c; const char *message; } bad[] = {
         {{40, 16, 0, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got 0"},
-        {{40, 16, -0.1, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got -0.1"},
+        {{40, 16, -0.1, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got "
+                                           "-0.10000000000000001"}, /* %.17g, not "-0.1" */
         {{40, 16, NAN, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got nan"},
         {{40, 16, INFINITY, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got inf"},
         {{40, 0, 0.05, 0.9, 1, SIZE_MAX}, "batch must be in [1, 120] (the training examples): "
@@ -694,6 +695,19 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
         {nan_row, "\ninf ", 1, "must be finite: got 'inf'"},
         {"litgrad-checkpoint 1", "litgrad-checkpoint 2", 1, "version 2 is not supported"},
         {"epoch 2", "epoch 41", 1, "epoch 41 is past this run's 40 epochs"},
+        /* a loss sum no run reaches: < 0, or not 0 before the epoch's first step */
+        {"loss-sum 0x0p+0", "loss-sum -0x1p+0", 1, "loss-sum must be 0 at step 0 (no example "
+         "seen in the epoch): got -1 at step 0"},
+        {"loss-sum 0x0p+0", "loss-sum 0x1p-3", 1, "loss-sum must be 0 at step 0 (no example "
+         "seen in the epoch): got 0.125 at step 0"},
+        {"step 0\nloss-sum 0x0p+0", "step 1\nloss-sum -0x1p-1", 1, "loss-sum must be >= 0 (a "
+         "sum of cross-entropies): got -0.5 at step 1"},
+        /* numbers that differ are printed so that they differ */
+        {"momentum 0x1.ccccccccccccdp-1", "momentum 0x1.cccccccccccccp-1", 1, "made with "
+         "momentum 0.89999999999999991, this run has 0.90000000000000002"},
+        /* a CRLF line end is shown where it is, not hidden inside quotes */
+        {"model mlp\n", "model mlp\r\n", 1, ":2:10: a carriage return, 0x0d: a checkpoint's "
+         "lines hold printable text and end with a line feed alone"},
     };
     uint32_t crc = params_crc(other.model);
     TrainPosition at = other.trainer->at;
