@@ -328,7 +328,8 @@ Test(stage09, bad_hyper_parameters_and_a_budget_one_short_are_refused_before_the
     run_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG);
     const struct { TrainConfig c; const char *message; } bad[] = {
         {{40, 16, 0, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got 0"},
-        {{40, 16, -0.1, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got -0.1"},
+        {{40, 16, -0.1, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got "
+                                           "-0.10000000000000001"}, /* %.17g, not "-0.1" */
         {{40, 16, NAN, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got nan"},
         {{40, 16, INFINITY, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got inf"},
         {{40, 0, 0.05, 0.9, 1, SIZE_MAX}, "batch must be in [1, 120] (the training examples): "
@@ -694,6 +695,19 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
         {nan_row, "\ninf ", 1, "must be finite: got 'inf'"},
         {"litgrad-checkpoint 1", "litgrad-checkpoint 2", 1, "version 2 is not supported"},
         {"epoch 2", "epoch 41", 1, "epoch 41 is past this run's 40 epochs"},
+        /* a loss sum no run reaches: < 0, or not 0 before the epoch's first step */
+        {"loss-sum 0x0p+0", "loss-sum -0x1p+0", 1, "loss-sum must be 0 at step 0 (no example "
+         "seen in the epoch): got -1 at step 0"},
+        {"loss-sum 0x0p+0", "loss-sum 0x1p-3", 1, "loss-sum must be 0 at step 0 (no example "
+         "seen in the epoch): got 0.125 at step 0"},
+        {"step 0\nloss-sum 0x0p+0", "step 1\nloss-sum -0x1p-1", 1, "loss-sum must be >= 0 (a "
+         "sum of cross-entropies): got -0.5 at step 1"},
+        /* numbers that differ are printed so that they differ */
+        {"momentum 0x1.ccccccccccccdp-1", "momentum 0x1.cccccccccccccp-1", 1, "made with "
+         "momentum 0.89999999999999991, this run has 0.90000000000000002"},
+        /* a CRLF line end is shown where it is, not hidden inside quotes */
+        {"model mlp\n", "model mlp\r\n", 1, ":2:10: a carriage return, 0x0d: a checkpoint's "
+         "lines hold printable text and end with a line feed alone"},
     };
     uint32_t crc = params_crc(other.model);
     TrainPosition at = other.trainer->at;
@@ -873,6 +887,18 @@ Test(stage09, the_default_run_saves_into_a_directory_of_its_own_and_removes_it)
     scratch_remove(dir);
 }
 
+/* The data directory is compiled in (LG_DATA_DIR, an absolute path): the program finds
+ * data/iris.csv from any working directory, not only from the repository's root. */
+Test(stage09, the_program_finds_its_data_from_any_working_directory)
+{
+    cr_assert_eq(chdir("/"), 0); /* Criterion runs each test in a process of its own */
+    ProgramRun run;
+    run_program(&run, "stage-09", "--epochs 1");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "iris mlp: test accuracy 0.9000 (27 of 30)"), "%s",
+                       run.output);
+}
+
 Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status)
 {
     const struct { const char *args; int status; const char *message; } cases[] = {
@@ -883,9 +909,11 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
         {"--batch 0", 2, "--batch must be an integer in [1, 18446744073709551615]: "
                          "got '0'"},
         {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
-        {"--epochs 0", 2, "--epochs must be an integer in [1, 18446744073709551615]: "
-                          "got '0'"},
-        {"--epochs 1000001", 1, "epochs must be in [1, 1000000]: got 1000001"},
+        /* the table declares the range train_config_check enforces */
+        {"--epochs 0", 2, "--epochs must be an integer in [1, 1000000]: got '0'"},
+        {"--epochs 1000001", 2, "--epochs must be an integer in [1, 1000000]: got '1000001'"},
+        {"--epochs 1000000000", 2, "--epochs must be an integer in [1, 1000000]: "
+                                   "got '1000000000'"},
         {"--node-budget 4223", 1, "step node budget exceeded: need 4224, limit 4223"},
         {"/nonexistent/iris.csv", 2, "cannot read /nonexistent/iris.csv"},
         {"data/digits.csv.gz", 2, "data/digits.csv.gz: SHA-256 is 46abec6b12486ad9..., "
