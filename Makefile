@@ -104,7 +104,7 @@ $(T)/%.h: $$(@D)/.tangled ;
 
 $(B)/obj/%.o: $(T)/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(<D) -MMD -MF $(@:.o=.d) -c $< -o $@
+	$(CC) $(CFLAGS) -I$(<D) -DLG_DATA_DIR='"$(CURDIR)/data"' -MMD -MF $(@:.o=.d) -c $< -o $@
 
 # The tests of stage M compiled against stage N's headers (they may run the stage
 # programs, found through LG_BIN_DIR).

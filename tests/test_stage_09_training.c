@@ -913,6 +913,18 @@ Test(stage09, the_default_run_saves_into_a_directory_of_its_own_and_removes_it)
     scratch_remove(dir);
 }
 
+/* The data directory is compiled in (LG_DATA_DIR, an absolute path): the program finds
+ * data/iris.csv from any working directory, not only from the repository's root. */
+Test(stage09, the_program_finds_its_data_from_any_working_directory)
+{
+    cr_assert_eq(chdir("/"), 0); /* Criterion runs each test in a process of its own */
+    ProgramRun run;
+    run_program(&run, "stage-09", "--epochs 1");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "iris mlp: test accuracy 0.9000 (27 of 30)"), "%s",
+                       run.output);
+}
+
 Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status)
 {
     const struct { const char *args; int status; const char *message; } cases[] = {
@@ -923,9 +935,11 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
         {"--batch 0", 2, "--batch must be an integer in [1, 18446744073709551615]: "
                          "got '0'"},
         {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
-        {"--epochs 0", 2, "--epochs must be an integer in [1, 18446744073709551615]: "
-                          "got '0'"},
-        {"--epochs 1000001", 1, "epochs must be in [1, 1000000]: got 1000001"},
+        /* the table declares the range train_config_check enforces */
+        {"--epochs 0", 2, "--epochs must be an integer in [1, 1000000]: got '0'"},
+        {"--epochs 1000001", 2, "--epochs must be an integer in [1, 1000000]: got '1000001'"},
+        {"--epochs 1000000000", 2, "--epochs must be an integer in [1, 1000000]: "
+                                   "got '1000000000'"},
         {"--node-budget 4223", 1, "step node budget exceeded: need 4224, limit 4223"},
         {"/nonexistent/iris.csv", 2, "cannot read /nonexistent/iris.csv"},
         {"data/digits.csv.gz", 2, "data/digits.csv.gz: SHA-256 is 46abec6b12486ad9..., "
