@@ -147,6 +147,32 @@ static void expect_loss_cost(LossKind kind, size_t T, size_t C)
     tape_free(&leaves);
 }
 
+/* One graph tape holds the whole step, so the step plan asks the tape for the sum: the
+ * 1-22369621-2 MLP's forward at T = 1 is 134,217,724 nodes, 4 below 2^27, and passes
+ * Stage 07's plan; its cross-entropy does not fit in the 4 that are left. Refused by the
+ * plan, with no model and no node. */
+Test(stage09, a_step_larger_than_a_tape_is_refused_by_the_step_plan)
+{
+    LgError err = LG_ERROR_INIT;
+    ModelPlan plan;
+    cr_assert_eq(model_plan_mlp("mlp", (const size_t[]){1, 22369621, 2}, 3, 0, &SEED_INIT,
+                                SIZE_MAX, &plan, &err), LG_OK, "%s", err.message);
+    size_t blocks = mem_live_blocks(), ops = value_nodes_written, loss = 0;
+    ModelForwardPlan f;
+    cr_assert_eq(model_plan_forward(&plan, (Shape){1, 1}, SIZE_MAX, &f, &err), LG_OK, "%s",
+                 err.message);
+    cr_assert_eq(f.nodes, 134217724);
+    cr_assert_eq(loss_node_count(LOSS_CROSS_ENTROPY, 1, 2, &loss, &err), LG_OK);
+    TrainStepPlan step;
+    cr_assert_eq(train_plan_step(&plan, 1, SIZE_MAX, &step, &err), LG_ERR_BUDGET);
+    char expected[128];
+    snprintf(expected, sizeof expected, "tape capacity exceeded: need %zu nodes, 134217728 "
+             "free of 134217728", 134217724 + loss);
+    cr_assert_str_eq(err.message, expected);
+    cr_assert_eq(mem_live_blocks(), blocks);
+    cr_assert_eq(value_nodes_written, ops);
+}
+
 Test(stage09, loss_closed_forms_equal_tape_hook_and_walk)
 {
     expect_loss_cost(LOSS_MSE, 1, 1);
