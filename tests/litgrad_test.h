@@ -177,6 +177,21 @@ typedef struct LgRun {
     char err[LG_ERRORS_MAX];     /* standard error */
 } LgRun;
 
+/* The whole of a small text file (at most 16 KiB - 1 bytes are read), in a malloc'd
+ * string the caller frees; fails the test if the file cannot be opened. */
+static inline char *lg_read_text(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    cr_assert_not_null(in, "%s was not written", path);
+    enum { TEXT_MAX = 1 << 14 };
+    char *text = malloc(TEXT_MAX);
+    cr_assert_not_null(text);
+    size_t used = fread(text, 1, TEXT_MAX - 1, in);
+    text[used] = '\0';
+    fclose(in);
+    return text;
+}
+
 /* How many entries a directory holds, "." and ".." not counted. */
 static inline size_t lg_count_entries(const char *dir)
 {

@@ -983,19 +983,6 @@ Test(stage12, a_call_does_bounded_work_whatever_the_file_asks)
 /* The figure of the two schedules is drawn from the compiled programs: with the body-only
  * analysis the copy-back shares kernel 0 with the mul before the loop (red); with the
  * union it runs in the last kernel, after the loop (green), behind a RAW edge from it. */
-static char *read_whole(const char *path)
-{
-    FILE *in = fopen(path, "r");
-    cr_assert_not_null(in, "%s was not written", path);
-    enum { TEXT_MAX = 1 << 14 };
-    char *text = malloc(TEXT_MAX);
-    cr_assert_not_null(text);
-    size_t used = fread(text, 1, TEXT_MAX - 1, in);
-    text[used] = '\0';
-    fclose(in);
-    return text;
-}
-
 Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
 {
     char dir[] = "/tmp/litgrad-figure-XXXXXX";
@@ -1006,9 +993,9 @@ Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
     run_program(&run, "stage-12", args);
     cr_assert_eq(run.status, 0, "%s", run.output);
     snprintf(path, sizeof path, "%s/fig-12-schedule-body-only.dot", dir);
-    char *before = read_whole(path);
+    char *before = lg_read_text(path);
     snprintf(path, sizeof path, "%s/fig-12-schedule-union.dot", dir);
-    char *after = read_whole(path);
+    char *after = lg_read_text(path);
     cr_assert(strstr(before, "label=\"body-only analysis: copy-back n5 in kernel 0, loop n3 in "
                              "kernel 2\""), "%s", before);
     cr_assert(strstr(before, "n5 [label=\"n5: copy_(%state, %state.1)\"];"), "%s", before);
