@@ -16,6 +16,7 @@
 #include "init.h"
 #include "matrix.h"
 #include "model.h"
+#include "mlpdemo.h"
 #include "value.h"
 #include "variance.h"
 
@@ -1201,4 +1202,13 @@ Test(stage07, figure_data_draws_the_planned_forward_with_its_node_counts)
     };
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         cr_assert(strstr(text, expected[i]), "%s missing: %s", expected[i], text);
+}
+
+/* A FIFO or a symbolic link at the figure's name is refused when the command line is
+ * read, before the plan is made: exit 2, nothing written, nothing left behind. */
+Test(stage07, a_fifo_at_the_figure_name_is_refused_before_anything)
+{
+    size_t runs = lg_expect_outputs_refused("stage-07", "--figure-data",
+                                            MLPDEMO_FIGURE_FILES, "");
+    cr_assert_eq(runs, 2);
 }

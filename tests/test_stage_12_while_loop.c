@@ -11,6 +11,7 @@
 #include "functionalize.h"
 #include "interp.h"
 #include "ir.h"
+#include "loopdemo.h"
 #include "tensor.h"
 
 LG_SUITE(stage12);
@@ -1016,4 +1017,14 @@ Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
         remove(path);
     }
     cr_assert_eq(rmdir(dir), 0, "the figure run wrote only the files it names");
+}
+
+/* A FIFO or a symbolic link at any of the dumps', the chart's or the schedules' names is
+ * refused when the command line is read, before the seed's f is compiled: exit 2,
+ * nothing written, nothing left behind. */
+Test(stage12, a_fifo_at_a_figure_name_is_refused_before_anything)
+{
+    size_t runs = lg_expect_outputs_refused("stage-12", "--figure-data",
+                                            LOOPDEMO_FIGURE_FILES, "");
+    cr_assert_eq(runs, 6);
 }
