@@ -56,13 +56,14 @@ stages: $(BINS)
 pdf: $(PDFS)
 
 # ---- tools: install what is missing, and say so --------------------------------------
-TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex latexmk pdftoppm
+TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex latexmk pdftoppm pdftotext
 deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing criterion"; \
 	if command -v kpsewhich >/dev/null 2>&1; then \
-	  for s in noweb.sty lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty; do \
+	  for s in noweb.sty lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty \
+	           upquote.sty needspace.sty fancyhdr.sty; do \
 	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
@@ -172,28 +173,37 @@ TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//:
 LATEXMK := latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet
 DOCS := $(wildcard docs/*.tex)
 
-build/tex/book-body.tex: $(NW) | deps
+# noweave's pipeline with the index, and tools/nwrefs around noidx so that only real
+# uses are linked and counted: markup | finduses | nwrefs uses | noidx | nwrefs selfuses
+# | totex. ("-indexfrom /dev/null" adds noidx and tells totex to write the index; its
+# finduses, given no names, only copies the stream.)
+WEAVE := noweave -n -filter finduses -filter 'tools/nwrefs uses' -indexfrom /dev/null \
+  -filter 'tools/nwrefs selfuses'
+
+build/tex/book-body.tex: $(NW) tools/nwrefs | deps
 	mkdir -p $(@D)
-	noweave -n -index $(NW) > $@
+	$(WEAVE) $(NW) > $@
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
-$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) | deps
+$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) tools/nwrefs | deps
 	mkdir -p $(@D)
-	noweave -n -index $< > $@
+	$(WEAVE) $< > $@
 
-build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS)
+build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) tools/bookcheck
 	mkdir -p $(@D)
 	printf '\\input{book-master}\n' > build/tex/book.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) book.tex > book.latexmk.log 2>&1 \
 	  || { tail -n 40 book.log; exit 1; }
+	tools/bookcheck build/tex/book.pdf build/tex/book.log
 	cp build/tex/book.pdf $@
 
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
-                       build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS))
+                       build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) tools/bookcheck
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) stage-$*.tex > stage-$*.latexmk.log 2>&1 \
 	  || { tail -n 40 stage-$*.log; exit 1; }
+	tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log
 	cp build/tex/stage-$*.pdf $@
 
 # A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then
