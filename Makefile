@@ -180,12 +180,18 @@ DOCS := $(wildcard docs/*.tex)
 WEAVE := noweave -n -filter finduses -filter 'tools/nwrefs uses' -indexfrom /dev/null \
   -filter 'tools/nwrefs selfuses'
 
-build/tex/book-body.tex: $(NW) tools/nwrefs | deps
+# tools/nwrefs-check: nwrefs on a small file whose real uses are known.
+build/tex/.nwrefs-checked: tools/nwrefs tools/nwrefs-check | deps
+	mkdir -p $(@D)
+	tools/nwrefs-check
+	touch $@
+
+build/tex/book-body.tex: $(NW) build/tex/.nwrefs-checked
 	mkdir -p $(@D)
 	$(WEAVE) $(NW) > $@
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
-$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) tools/nwrefs | deps
+$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) build/tex/.nwrefs-checked
 	mkdir -p $(@D)
 	$(WEAVE) $< > $@
 
