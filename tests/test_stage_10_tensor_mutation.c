@@ -145,7 +145,7 @@ Test(stage10, numbers_must_be_values_of_the_dtype)
     TensorElem e;
     cr_assert_eq(tensor_scalar_elem(0.5, TENSOR_INT64, &e, &err), LG_ERR_TENSOR_DTYPE);
     cr_assert_str_eq(err.message,
-                     "scalar 0.5 is not an i64 value (an integer of magnitude at most 2^53)");
+                     "scalar 0.5 is not an i64 value (an integer in [-2^63, 2^63 - 1])");
     cr_assert_eq(tensor_scalar_elem(1e39, TENSOR_FLOAT32, &e, &err), LG_ERR_INVALID);
     cr_assert_eq(tensor_scalar_elem(2, TENSOR_BOOL, &e, &err), LG_ERR_TENSOR_DTYPE);
     cr_assert_eq(tensor_scalar_elem(-7, TENSOR_INT64, &e, &err), LG_OK);
@@ -155,6 +155,75 @@ Test(stage10, numbers_must_be_values_of_the_dtype)
     cr_assert_eq(tensor_apply_scalar_inplace(TENSOR_OP_MUL, i, 0.5, &err), LG_ERR_TENSOR_DTYPE);
     cr_assert_eq(tensor_get(i, 0).i64, 3, "a refused in-place op changes nothing");
     tensor_free(&i);
+}
+
+Test(stage10, i64_numbers_are_exact_over_the_whole_int64_range)
+{
+    LgError err = LG_ERROR_INIT;
+    TensorNumber n;
+    TensorElem e;
+    static const struct { const char *text; int64_t value; } exact[] = {
+        {"9007199254740993", INT64_C(9007199254740993)},   /* 2^53 + 1: no double holds it */
+        {"9223372036854775807", INT64_MAX},
+        {"-9223372036854775808", INT64_MIN},
+        {"2.0", 2}, {"1e3", 1000}, {"12.50e1", 125}, {"-0", 0}, {"0.000", 0},
+    };
+    for (size_t c = 0; c < sizeof exact / sizeof exact[0]; c++) {
+        cr_assert_eq(tensor_number_parse(exact[c].text, "a number", &n, &err), LG_OK);
+        cr_assert_eq(tensor_number_elem(&n, TENSOR_INT64, &e, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(e.i64, exact[c].value, "%s", exact[c].text);
+    }
+    cr_assert_eq(tensor_number_parse("9223372036854775808", "a number", &n, &err), LG_OK);
+    cr_assert_eq(tensor_number_elem(&n, TENSOR_INT64, &e, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_str_eq(err.message,
+                     "scalar 9223372036854775808 is outside the i64 range [-2^63, 2^63 - 1]");
+    cr_assert_eq(tensor_number_parse("-9223372036854775809", "a number", &n, &err), LG_OK);
+    cr_assert_eq(tensor_number_elem(&n, TENSOR_INT64, &e, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_eq(tensor_number_parse("1e30", "a number", &n, &err), LG_OK);
+    cr_assert_eq(tensor_number_elem(&n, TENSOR_INT64, &e, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_eq(tensor_number_elem(&n, TENSOR_FLOAT32, &e, &err), LG_OK, "1e30 fits f32");
+    cr_assert_eq(tensor_number_parse("4503599627370496.5", "a number", &n, &err), LG_OK);
+    cr_assert_eq(tensor_number_elem(&n, TENSOR_INT64, &e, &err), LG_ERR_TENSOR_DTYPE,
+                 "2^52 + 0.5 rounds to an integral double but is not an integer");
+
+    /* Through a program and the command line: 2^53 + 1 stays 2^53 + 1, and 2^53 + 3 too. */
+    IrProgram *program = parse_ok("def f(%i: i64[]) {\n"
+                                  "  %j = add(%i, 9007199254740993)\n"
+                                  "  %k = full([], 9223372036854775807, i64)\n"
+                                  "  return %j, %k\n}\n");
+    const char *spec[] = {"i=2"};
+    Tensor *inputs[1];
+    IrResults results;
+    cr_assert_eq(runner_make_inputs(&program->functions[0], (char *const *)spec, 1, inputs,
+                                    &err), LG_OK, "%s", err.message);
+    cr_assert_eq(interp_call(program, 0, inputs, 1, &results, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(tensor_get(results.tensors[0], 0).i64, INT64_C(9007199254740995));
+    cr_assert_eq(tensor_get(results.tensors[1], 0).i64, INT64_MAX);
+    interp_results_free(&results);
+    runner_free_inputs(inputs, 1);
+    const char *big[] = {"i=9007199254740993"}, *huge[] = {"i=9223372036854775808"};
+    cr_assert_eq(runner_make_inputs(&program->functions[0], (char *const *)big, 1, inputs, &err),
+                 LG_OK);
+    cr_assert_eq(tensor_get(inputs[0], 0).i64, INT64_C(9007199254740993));
+    runner_free_inputs(inputs, 1);
+    cr_assert_eq(runner_make_inputs(&program->functions[0], (char *const *)huge, 1, inputs, &err),
+                 LG_ERR_TENSOR_DTYPE);
+    cr_assert_str_eq(err.message, "--input i: scalar 9223372036854775808 is outside the i64 "
+                     "range [-2^63, 2^63 - 1]");
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    ir_print_program(program, out);
+    fclose(out);
+    cr_assert(strstr(text, "add(%i, 9007199254740993)") != NULL, "%s", text);
+    cr_assert(strstr(text, "full([], 9223372036854775807, i64)") != NULL, "%s", text);
+    free(text);
+    ir_program_free(&program);
+    LgError refused = LG_ERROR_INIT;
+    cr_assert_null(ir_parse("def f(%i: i64[]) {\n  add_(%i, 9223372036854775808)\n  return\n}\n",
+                            "t", &refused));
+    cr_assert_str_eq(refused.message, "t:2:3: scalar 9223372036854775808 is outside the i64 "
+                     "range [-2^63, 2^63 - 1]");
 }
 
 Test(stage10, int64_arithmetic_wraps_instead_of_being_undefined)
@@ -322,7 +391,7 @@ Test(stage10, malformed_programs_are_refused_with_line_and_column)
         {"def f(%x: f32[]) {\n  %y = full(%x, 1, f32)\n  return\n}\n", LG_ERR_IR_INVALID,
          "t:2:8: operand 1 of full must be a shape: got a value"},
         {"def f(%i: i64[]) {\n  mul_(%i, 0.5)\n  return\n}\n", LG_ERR_TENSOR_DTYPE,
-         "t:2:3: scalar 0.5 is not an i64 value (an integer of magnitude at most 2^53)"},
+         "t:2:3: scalar 0.5 is not an i64 value (an integer in [-2^63, 2^63 - 1])"},
         {"def f(%x: f32[0]) {\n  return\n}\n", LG_ERR_TENSOR_SHAPE,
          "t:1:15: a dim must be an integer in [1, 16777216]: found number 0"},
         {"def f(%x: f64[]) {\n  return\n}\n", LG_ERR_IR_INVALID,
@@ -430,7 +499,7 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
         {{"x=[1, 2]", "i=2", "b=1"}, 3, "--input x: f32[3] takes 1 or 3 numbers: got 2"},
         {{"x=1", "i=[1, 2]", "b=1"}, 3, "--input i: i64[] takes 1 number: got 2"},
         {{"x=1", "i=2.5", "b=1"}, 3,
-         "--input i: scalar 2.5 is not an i64 value (an integer of magnitude at most 2^53)"},
+         "--input i: scalar 2.5 is not an i64 value (an integer in [-2^63, 2^63 - 1])"},
         {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x must be a number: got 'z'"},
         {{"x=[1, 2, 3", "i=2", "b=1"}, 3, "--input x: a list must end with ']': got '[1, 2, 3'"},
     };
