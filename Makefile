@@ -56,14 +56,14 @@ stages: $(BINS)
 pdf: $(PDFS)
 
 # ---- tools: install what is missing, and say so --------------------------------------
-TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex latexmk pdftoppm pdftotext
+TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex bibtex latexmk pdftoppm pdftotext
 deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing criterion"; \
 	if command -v kpsewhich >/dev/null 2>&1; then \
-	  for s in noweb.sty lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty \
-	           upquote.sty needspace.sty fancyhdr.sty; do \
+	  for s in noweb.sty natbib.sty plainnat.bst lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty \
+	           microtype.sty geometry.sty upquote.sty needspace.sty fancyhdr.sty; do \
 	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
@@ -169,9 +169,9 @@ $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.tangled
 	done
 	touch $@
 
-TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//:
+TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
 LATEXMK := latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet
-DOCS := $(wildcard docs/*.tex)
+DOCS := $(wildcard docs/*.tex docs/*.bib)
 
 # noweave's pipeline with the index, and tools/nwrefs around noidx so that only real
 # uses are linked and counted: markup | finduses | nwrefs uses | noidx | nwrefs selfuses
