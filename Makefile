@@ -200,7 +200,7 @@ build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) tool
 	printf '\\input{book-master}\n' > build/tex/book.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) book.tex > book.latexmk.log 2>&1 \
 	  || { tail -n 40 book.log; exit 1; }
-	tools/bookcheck build/tex/book.pdf build/tex/book.log
+	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW)
 	cp build/tex/book.pdf $@
 
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
@@ -209,7 +209,7 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) stage-$*.tex > stage-$*.latexmk.log 2>&1 \
 	  || { tail -n 40 stage-$*.log; exit 1; }
-	tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log
+	tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
 	cp build/tex/stage-$*.pdf $@
 
 # A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then
