@@ -29,7 +29,7 @@ else
 B := build
 CFLAGS := $(WARNINGS) -O2 -g
 endif
-LDLIBS := -lm
+LDLIBS := -lz -lnettle -lm
 T := build/tangle
 
 # ---- the stages ---------------------------------------------------------------------
