@@ -98,7 +98,7 @@ $(BINS): $(B)/bin/stage-%: $(B)/obj/stage_%/lib.a
 $(TESTBINS): $(B)/test/stage-%: $(B)/obj/stage_%/lib.a $$(call tests_upto,$$*) tests/litgrad_test.h \
                    $$(call bins_upto,$$*) | deps
 	mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -o $@ \
+	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -DLG_STAGE='"$*"' -o $@ \
 	  $(call tests_upto,$*) $< -lcriterion $(LDLIBS)
 
 # ---- tests -------------------------------------------------------------------------------

@@ -11,6 +11,9 @@
  * run_program() runs a stage program (from LG_BIN_DIR, set by the Makefile) through
  * the shell and returns its exit status with standard output and standard error;
  * run_program_stdout() captures standard output alone.
+ * lg_run() runs a program with an environment assignment and keeps its two streams
+ * apart; lg_expect_usage_errors() runs a table of bad command lines, and
+ * lg_walk_allocation_failures() makes each allocation of a run fail in turn.
  */
 #ifndef LITGRAD_TEST_H
 #define LITGRAD_TEST_H
@@ -19,10 +22,13 @@
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "mem.h"
 #include "value.h"
@@ -33,6 +39,11 @@
 
 #ifndef LG_BIN_DIR
 #define LG_BIN_DIR "build/bin"
+#endif
+
+/* The stage whose code this test binary links (set by the Makefile: "07"). */
+#ifndef LG_STAGE
+#define LG_STAGE "01"
 #endif
 
 static inline void lg_expect_no_leaks(void)
@@ -154,6 +165,160 @@ static inline void run_program(ProgramRun *run, const char *program, const char 
 static inline void run_program_stdout(ProgramRun *run, const char *program, const char *args)
 {
     run_command(run, program, args, "2>/dev/null");
+}
+
+/* ---- command lines and allocation failures from outside -------------------------- */
+
+enum { LG_ERRORS_MAX = 8192 };
+
+typedef struct LgRun {
+    int status;                  /* exit status, or -1 if it did not exit normally */
+    char out[LG_OUTPUT_MAX];     /* standard output */
+    char err[LG_ERRORS_MAX];     /* standard error */
+} LgRun;
+
+static inline void lg_read_file(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot read %s", path);
+    size_t used = fread(buf, 1, size - 1, f);
+    buf[used] = '\0';
+    fclose(f);
+}
+
+/* Run "<env> LG_BIN_DIR/<program> <args>" through the shell (env: assignments such as
+ * "LITGRAD_FAIL_ALLOC=3", or ""); standard input is /dev/null. */
+static inline void lg_run(LgRun *run, const char *env, const char *program, const char *args)
+{
+    char err_path[] = "/tmp/litgrad-stderr-XXXXXX";
+    int fd = mkstemp(err_path);
+    cr_assert_geq(fd, 0, "mkstemp");
+    close(fd);
+    static char command[3 * 4096 + 1024];
+    /* A sanitizer's report must not pass for the exit statuses of litgrad (1, 2). */
+    int n = snprintf(command, sizeof command,
+                     "ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=87 LSAN_OPTIONS=exitcode=88 "
+                     "%s %s/%s %s </dev/null 2>%s", env, LG_BIN_DIR, program, args, err_path);
+    cr_assert(n > 0 && (size_t)n < sizeof command, "command too long");
+    FILE *pipe = popen(command, "r");
+    cr_assert_not_null(pipe, "cannot run %s", command);
+    size_t used = fread(run->out, 1, sizeof run->out - 1, pipe);
+    run->out[used] = '\0';
+    int raw = pclose(pipe);
+    run->status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    lg_read_file(err_path, run->err, sizeof run->err);
+    unlink(err_path);
+}
+
+/* One bad command line: its arguments (shell words; {FIFO}, {LONG}, {DIR} and {FILE}
+ * stand for a FIFO, a path of 5000 bytes, a directory and a regular file) and a piece
+ * of text the one line on standard error must contain (the option or file named). */
+typedef struct LgBadLine {
+    const char *args;
+    const char *names;
+} LgBadLine;
+
+/* Bad command lines that every program refuses alike. */
+static const LgBadLine LG_COMMON_BAD_LINES[] = {
+    {"-q", "unknown option '-q'"},
+    {"-qz", "unknown option '-q'"},
+    {"-%", "unknown option '-%'"},
+    {"--bogus", "unknown option '--bogus'"},
+    {"--bogus=1", "unknown option '--bogus'"},
+    {"--help=1", "option '--help' takes no value"},
+    {"--HELP", "unknown option '--HELP'"},
+};
+
+static inline void lg_expand(const char *args, char *out, size_t size, const char *fifo,
+                             const char *file)
+{
+    static char long_path[5001];
+    memset(long_path, 'a', 5000);
+    long_path[0] = '/';
+    long_path[5000] = '\0';
+    const char *from[] = {"{FIFO}", "{LONG}", "{DIR}", "{FILE}"};
+    const char *to[] = {fifo, long_path, "/tmp", file};
+    size_t used = 0;
+    for (const char *p = args; *p != '\0';) {
+        size_t k = 0;
+        while (k < 4 && strncmp(p, from[k], strlen(from[k])) != 0)
+            k++;
+        const char *piece = k < 4 ? to[k] : p;
+        size_t len = k < 4 ? strlen(to[k]) : 1;
+        cr_assert_lt(used + len, size, "expanded command line too long");
+        memcpy(out + used, piece, len);
+        used += len;
+        p += k < 4 ? strlen(from[k]) : 1;
+    }
+    out[used] = '\0';
+}
+
+/* Run the program with every line of the table and the common ones: each must exit 2
+ * with nothing on standard output and exactly one line on standard error that starts
+ * with "<program>: error: " and contains the row's `names`. Returns how many lines. */
+static inline size_t lg_expect_usage_errors(const char *program, const LgBadLine *lines,
+                                            size_t count)
+{
+    char fifo[] = "/tmp/litgrad-fifo-XXXXXX", file[] = "/tmp/litgrad-file-XXXXXX";
+    int fd = mkstemp(file);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    cr_assert_not_null(mkdtemp(fifo));
+    char fifo_path[64];
+    snprintf(fifo_path, sizeof fifo_path, "%s/fifo", fifo);
+    cr_assert_eq(mkfifo(fifo_path, 0600), 0, "mkfifo");
+    static LgRun run;
+    static char args[8192];
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s: error: ", program);
+    size_t common = sizeof LG_COMMON_BAD_LINES / sizeof LG_COMMON_BAD_LINES[0];
+    for (size_t i = 0; i < count + common; i++) {
+        const LgBadLine *line = i < count ? &lines[i] : &LG_COMMON_BAD_LINES[i - count];
+        lg_expand(line->args, args, sizeof args, fifo_path, file);
+        lg_run(&run, "timeout 20", program, args);
+        const char *shown = strlen(line->args) > 200 ? "(a long line)" : line->args;
+        cr_expect_eq(run.status, 2, "%s %s: exit %d, not 2; stderr: %s", program, shown,
+                     run.status, run.err);
+        cr_expect_str_eq(run.out, "", "%s %s wrote to standard output", program, shown);
+        char *newline = strchr(run.err, '\n');
+        cr_expect(newline != NULL && newline[1] == '\0', "%s %s: not one line on stderr: %s",
+                  program, shown, run.err);
+        cr_expect(strncmp(run.err, prefix, strlen(prefix)) == 0 &&
+                      strstr(run.err, line->names) != NULL,
+                  "%s %s: stderr does not name '%s': %s", program, shown, line->names,
+                  run.err);
+    }
+    unlink(fifo_path);
+    rmdir(fifo);
+    unlink(file);
+    return count + common;
+}
+
+/* Run "<program> <args>" normally, then with LITGRAD_FAIL_ALLOC=k for k = 1, 2, ...
+ * until a run exits 0. Each run must either exit 1 with an out-of-memory message on
+ * standard error, or exit 0 with exactly the normal output. Returns the number of
+ * allocations the run makes (the last k that failed). */
+static inline size_t lg_walk_allocation_failures(const char *program, const char *args)
+{
+    static LgRun normal, run;
+    lg_run(&normal, "", program, args);
+    cr_assert_eq(normal.status, 0, "%s %s: exit %d: %s", program, args, normal.status,
+                 normal.err);
+    for (size_t k = 1;; k++) {
+        char env[64];
+        snprintf(env, sizeof env, "LITGRAD_FAIL_ALLOC=%zu", k);
+        lg_run(&run, env, program, args);
+        if (run.status == 0) {
+            cr_assert_str_eq(run.out, normal.out, "%s %s, %s: exit 0 with other output",
+                             program, args, env);
+            return k - 1;
+        }
+        cr_assert_eq(run.status, 1, "%s %s, %s: exit %d; stderr: %s", program, args, env,
+                     run.status, run.err);
+        cr_assert(strstr(run.err, ": error: out of memory") != NULL,
+                  "%s %s, %s: exit 1 without the out-of-memory message: %s", program, args,
+                  env, run.err);
+    }
 }
 
 #endif

@@ -278,7 +278,7 @@ Test(stage01, program_conventions_for_help_usage_and_rules)
     cr_assert_null(strstr(run.output, "negative"), "no hint about negative numbers here");
     run_program(&run, "stage-01", "1 -5");
     cr_assert_eq(run.status, 2, "a negative number without -- is an unknown option");
-    cr_assert(strstr(run.output, "unknown option '-5' (a negative VALUE must follow --)"),
+    cr_assert(strstr(run.output, "unknown option '-5' (a negative number must follow --)"),
               "%s", run.output);
     run_program(&run, "stage-01", "--capacity");
     cr_assert_eq(run.status, 2);
@@ -307,4 +307,69 @@ Test(stage01, program_conventions_for_help_usage_and_rules)
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "tape: 2 of 3 nodes used"), "%s", run.output);
     cr_assert(strstr(run.output, "position 1: data -2, grad 0"), "%s", run.output);
+}
+
+Test(stage01, program_refuses_bad_command_lines_alike)
+{
+    static const LgBadLine lines[] = {
+        {"-c", "option '-c' needs a value"},
+        {"--capacity", "option '--capacity' needs a value"},
+        {"--capacity=", "--capacity must be an integer"},
+        {"--capacity ''", "--capacity must be an integer"},
+        {"--capacity 0", "--capacity must be an integer in [1, 134217728]: got '0'"},
+        {"--capacity 3.0", "got '3.0'"},
+        {"--capacity 0x10", "got '0x10'"},
+        {"--capacity -3", "got '-3'"},
+        {"--capacity 99999999999999999999999", "--capacity must be an integer"},
+        {"--capacity 134217729", "got '134217729'"},
+        {"--capacity 2 --capacity 3", "option '--capacity' is given twice"},
+        {"-c2 -c2", "option '--capacity' is given twice"},
+        {"-c2x", "got '2x'"},
+        {"-1.5", "unknown option '-1' (a negative number must follow --)"},
+        {"1 -5", "unknown option '-5'"},
+        {"''", "VALUE must be a number: got ''"},
+        {"0x10", "VALUE must be a number: got '0x10'"},
+        {"1e999", "VALUE must be finite: got '1e999'"},
+        {"1e-400", "VALUE underflows to zero"},
+        {"nan", "got 'nan'"},
+        {"' 1'", "got ' 1'"},
+        {"1,5", "got '1,5'"},
+        {"{DIR}", "got '/tmp'"},
+        {"{FIFO}", "VALUE must be a number"},
+        {"{LONG}", "VALUE must be a number"},
+        {"/dev/null", "got '/dev/null'"},
+    };
+    size_t n = lg_expect_usage_errors("stage-01", lines, sizeof lines / sizeof lines[0]);
+    cr_assert_geq(n, 25);
+}
+
+Test(stage01, a_bad_litgrad_fail_alloc_is_a_usage_error)
+{
+    static const char *const values[] = {"''", "0", "x", "-1", "0x10", "1e3", "'3 '",
+                                         "99999999999999999999999"};
+    static LgRun run;
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        char env[64];
+        snprintf(env, sizeof env, "LITGRAD_FAIL_ALLOC=%s", values[i]);
+        lg_run(&run, env, "stage-01", "");
+        cr_assert_eq(run.status, 2, "%s: exit %d", env, run.status);
+        cr_assert_str_eq(run.out, "", "%s: nothing on standard output", env);
+        cr_assert(strstr(run.err, "stage-01: error: LITGRAD_FAIL_ALLOC must be an integer"),
+                  "%s: %s", env, run.err);
+    }
+    lg_run(&run, "LITGRAD_FAIL_ALLOC=2", "stage-01", "");
+    cr_assert_eq(run.status, 1, "the second allocation is the tape's nodes");
+    cr_assert_str_eq(run.out, "", "the demonstration's first tape is made before it prints");
+    cr_assert_str_eq(run.err, "stage-01: error: out of memory: cannot allocate 4 x 16 bytes "
+                     "for tape nodes\n");
+}
+
+/* Every test binary walks the program of its own stage (LG_STAGE), so that each
+ * program is walked once by `make test`, with the library it was built from. */
+Test(stage01, every_allocation_failure_of_this_stage_program_stops_it)
+{
+    char program[16];
+    snprintf(program, sizeof program, "stage-%s", LG_STAGE);
+    size_t allocations = lg_walk_allocation_failures(program, "");
+    cr_log_info("%s: %zu allocations walked\n", program, allocations);
 }

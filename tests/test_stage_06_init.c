@@ -512,64 +512,50 @@ Test(stage06, program_conventions_for_help_usage_and_rules)
     cr_assert_eq(run.status, 2);
 }
 
-/* Every usage error: exit 2, one message in the program's words on standard error (none
- * of getopt's own), and nothing at all on standard output. */
+/* Every usage error, an unusable figure directory included: exit 2, one message in the
+ * program's words on standard error, and nothing at all on standard output. The
+ * directory is checked before anything is computed. */
 Test(stage06, usage_errors_print_one_message_and_nothing_on_stdout)
 {
-    static const char *const cases[][2] = {
-        {"--bogus", "unknown option '--bogus'; try 'stage-06 --help'"},
-        {"-x", "unknown option '-x'; try 'stage-06 --help'"},
-        {"-xy", "unknown option '-x'; try 'stage-06 --help'"},
-        {"--help=3", "option '--help' takes no value; try 'stage-06 --help'"},
-        {"--seed", "option '--seed' needs a value; try 'stage-06 --help'"},
-        {"--fan-in 8 --figure-data", "option '--figure-data' needs a value; try 'stage-06 --help'"},
-        {"extra", "unexpected argument 'extra'; try 'stage-06 --help'"},
-        {"--seed 3 extra", "unexpected argument 'extra'; try 'stage-06 --help'"},
+    static const LgBadLine lines[] = {
+        {"-xy", "unknown option '-x'"},
+        {"--seed", "option '--seed' needs a value"},
+        {"--fan-in 8 --figure-data", "option '--figure-data' needs a value"},
+        {"extra", "unexpected argument 'extra'"},
+        {"--seed 3 extra", "unexpected argument 'extra'"},
         {"--figure-data ''", "--figure-data must name a directory: got ''"},
         {"--figure-data=", "--figure-data must name a directory: got ''"},
         {"--fan-in 0", "--fan-in must be an integer in [1, 4096]: got '0'"},
+        {"--fan-in 4097", "got '4097'"},
+        {"--samples 1", "--samples must be an integer in [2, 4194304]: got '1'"},
+        {"--samples 100", "--samples must be a multiple of --fan-in: 100 is not a multiple "
+                          "of 64"},
+        {"--seed -1", "--seed must be an integer in [0, 18446744073709551615]: got '-1'"},
+        {"--seed 18446744073709551616", "got '18446744073709551616'"},
+        {"--seed 0x10", "got '0x10'"},
+        {"--seed 1 --seed 1", "option '--seed' is given twice"},
+        {"--figure-data /tmp --figure-data /tmp", "option '--figure-data' is given twice"},
+        {"--figure-data /nonexistent/litgrad-06",
+         "--figure-data: cannot use /nonexistent/litgrad-06: No such file or directory"},
+        {"--figure-data {FILE}", "is not a directory"},
+        {"--figure-data {FIFO}", "is not a directory"},
+        {"--figure-data /dev/null", "/dev/null is not a directory"},
+        {"--figure-data {LONG}", "--figure-data: a directory name has 5000 bytes"},
+        {"{DIR}", "unexpected argument '/tmp'"},
+        {"/dev/null", "unexpected argument '/dev/null'"},
+        {"--samples=", "--samples must be an integer"},
+        {"--fan-in 8.0", "got '8.0'"},
     };
-    static ProgramRun run;
-    char want[256];
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        run_program(&run, "stage-06", cases[i][0]);
-        snprintf(want, sizeof want, "stage-06: error: %s\n", cases[i][1]);
-        cr_assert_eq(run.status, 2, "%s: exit %d", cases[i][0], run.status);
-        cr_assert_str_eq(run.output, want, "%s", cases[i][0]);
-        run_program_stdout(&run, "stage-06", cases[i][0]);
-        cr_assert_str_eq(run.output, "", "%s: stdout must be empty", cases[i][0]);
-    }
-}
-
-/* The directory is checked before anything is computed or printed: exit 1, the path and
- * the system's reason, an empty standard output. */
-Test(stage06, figure_directory_is_checked_before_the_experiments)
-{
-    static ProgramRun run;
-    run_program(&run, "stage-06", "--figure-data /nonexistent/litgrad-06");
-    cr_assert_eq(run.status, 1);
-    cr_assert_str_eq(run.output, "stage-06: error: cannot write figure data into "
-                                 "/nonexistent/litgrad-06: No such file or directory\n");
-    run_program_stdout(&run, "stage-06", "--figure-data /nonexistent/litgrad-06");
-    cr_assert_str_eq(run.output, "", "nothing computed, nothing printed");
-    char file[] = "/tmp/litgrad-06-file-XXXXXX", args[256], want[256];
-    int fd = mkstemp(file);
-    cr_assert_geq(fd, 0);
-    close(fd);
-    snprintf(args, sizeof args, "--figure-data %s", file);
-    run_program(&run, "stage-06", args);
-    snprintf(want, sizeof want, "stage-06: error: cannot write figure data into %s: Not a "
-                                "directory\n", file);
-    cr_assert_eq(run.status, 1);
-    cr_assert_str_eq(run.output, want);
-    unlink(file);
+    size_t n = lg_expect_usage_errors("stage-06", lines, sizeof lines / sizeof lines[0]);
+    cr_assert_geq(n, 25);
     if (geteuid() != 0) { /* root may write anywhere */
-        char dir[] = "/tmp/litgrad-06-ro-XXXXXX";
+        static ProgramRun run;
+        char dir[] = "/tmp/litgrad-06-ro-XXXXXX", args[256];
         cr_assert_not_null(mkdtemp(dir));
         chmod(dir, 0500);
         snprintf(args, sizeof args, "--figure-data %s", dir);
         run_program(&run, "stage-06", args);
-        cr_assert_eq(run.status, 1);
+        cr_assert_eq(run.status, 2);
         cr_assert(strstr(run.output, "Permission denied"), "%s", run.output);
         rmdir(dir);
     }
