@@ -79,27 +79,47 @@ $(TANGLED): $(T)/stage_%/.tangled: $$(call upto,$$*) tools/nwtangle tools/nwchec
 	tools/nwtangle $(@D) $(call upto,$*)
 	touch $@
 
-# Every tangled .c file except the stage programs' mains forms the stage's library.
-$(LIBS): $(B)/obj/stage_%/lib.a: $(T)/stage_%/.tangled
-	rm -rf $(@D) && mkdir -p $(@D)
-	for c in $(T)/stage_$*/*.c; do \
-	  case $$c in */stage-[0-9][0-9].c) continue ;; esac; \
-	  o=$(@D)/$$(basename "$${c%.c}").o; \
-	  $(CC) $(CFLAGS) -I$(T)/stage_$* -c "$$c" -o "$$o"; \
-	done
-	ar rcs $@ $(@D)/*.o
+# Every tangled .c file except the stage programs' mains forms the stage's library. The
+# files are the roots the stages declare on their "% litgrad-roots:" lines (tools/nwcheck
+# proves the list complete), so the objects are known before anything is tangled. Each
+# object is compiled on its own and depends on its .c file and, through the compiler's
+# -MMD list, on the headers it includes: a file that nwtangle left untouched (its text
+# did not change) keeps its time stamp, and its object is not compiled again.
+roots_of = $(shell sed -n 's/^% litgrad-roots://p' $(call upto,$(1)))
+lib_objs = $(patsubst %.c,$(B)/obj/stage_$(1)/%.o,$(filter-out stage-%.c,$(filter %.c,$(call roots_of,$(1)))))
+test_objs = $(patsubst tests/%.c,$(B)/testobj/stage_$(1)/%.o,$(call tests_upto,$(1)))
 
-$(BINS): $(B)/bin/stage-%: $(B)/obj/stage_%/lib.a
-	mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(T)/stage_$* -o $@ $(T)/stage_$*/stage-$*.c $< $(LDLIBS)
+# A tangled file is made by its stage's tangle; the empty recipe lets make look at its
+# time stamp again afterwards instead of assuming that it changed.
+$(T)/%.c: $$(@D)/.tangled ;
+$(T)/%.h: $$(@D)/.tangled ;
 
-# The tests of stages 01..N, linked against stage N's library. They may run the stage
-# programs, found through LG_BIN_DIR.
-$(TESTBINS): $(B)/test/stage-%: $(B)/obj/stage_%/lib.a $$(call tests_upto,$$*) tests/litgrad_test.h \
+$(B)/obj/%.o: $(T)/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(<D) -MMD -MF $(@:.o=.d) -c $< -o $@
+
+# The tests of stage M compiled against stage N's headers (they may run the stage
+# programs, found through LG_BIN_DIR).
+$(B)/testobj/%.o: tests/$$(notdir $$*).c tests/litgrad_test.h | $(T)/$$(dir $$*).tangled
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(T)/$(patsubst %/,%,$(dir $*)) -Itests \
+	  -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -DLG_STAGE='"$(patsubst stage_%/,%,$(dir $*))"' \
+	  -MMD -MF $(@:.o=.d) -c $< -o $@
+
+-include $(wildcard $(B)/obj/*/*.d $(B)/testobj/*/*.d)
+
+$(LIBS): $(B)/obj/stage_%/lib.a: $$(call lib_objs,$$*)
+	rm -f $@ && ar rcs $@ $^
+
+$(BINS): $(B)/bin/stage-%: $(B)/obj/stage_$$*/stage-$$*.o $(B)/obj/stage_%/lib.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+# The tests of stages 01..N, linked against stage N's library.
+$(TESTBINS): $(B)/test/stage-%: $$(call test_objs,$$*) $(B)/obj/stage_%/lib.a \
                    $$(call bins_upto,$$*) | deps
-	mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(T)/stage_$* -Itests -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' -DLG_STAGE='"$*"' -o $@ \
-	  $(call tests_upto,$*) $< -lcriterion $(LDLIBS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $(call test_objs,$*) $(B)/obj/stage_$*/lib.a -lcriterion $(LDLIBS)
 
 # ---- tests -------------------------------------------------------------------------------
 ifneq ($(filter test-stage run-stage,$(MAKECMDGOALS)),)
@@ -195,7 +215,11 @@ $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) 
 	mkdir -p $(@D)
 	$(WEAVE) $< > $@
 
-build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) tools/bookcheck
+# The captured files a stage quotes with \lgoutput{bench-NN...}.
+bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
+
+build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW)) \
+                    tools/bookcheck
 	mkdir -p $(@D)
 	printf '\\input{book-master}\n' > build/tex/book.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) book.tex > book.latexmk.log 2>&1 \
@@ -204,7 +228,8 @@ build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) tool
 	cp build/tex/book.pdf $@
 
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
-                       build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) tools/bookcheck
+                       build/results/stage-%-tests.tex $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
+                       $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) tools/bookcheck
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) stage-$*.tex > stage-$*.latexmk.log 2>&1 \
@@ -215,9 +240,26 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
 # A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then
 # answers --bench by printing its figures (built without sanitizers, -O2).
 BENCH_STAGES := $(foreach n,$(STAGES),$(if $(shell grep -l '^% litgrad-bench:' stages/stage_$(n)_*.nw),$(n)))
+# The book quotes the figures: build/results/bench-NN.txt is the whole output and
+# bench-NN-summary.txt its per-shape lines, each headed by the machine and the compiler
+# that measured them. make measures once, when the program changed; make bench measures
+# again and replaces the file, so the next make weaves the new figures.
+BENCH_RESULTS := $(foreach n,$(BENCH_STAGES),build/results/bench-$(n).txt)
+bench_header = printf 'measured on %s (%s cores) with %s %s\n' \
+  "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" "$$(nproc)" \
+  "$$($(CC) --version | head -n 1)" '-O2 -g'
+$(BENCH_RESULTS): build/results/bench-%.txt: build/bin/stage-%
+	mkdir -p $(@D)
+	{ $(bench_header); $< --bench; } > $@.tmp && mv $@.tmp $@
+build/results/bench-%-summary.txt: build/results/bench-%.txt
+	grep -E '^(measured|Stage|MLP)|  forward|times the previous' $< > $@
+
 bench: $(foreach n,$(BENCH_STAGES),build/bin/stage-$(n))
 	@if [ -z '$(BENCH_STAGES)' ]; then echo "bench: no stage declares benchmarks"; fi
-	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; build/bin/stage-$$n --bench; done
+	@mkdir -p build/results
+	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
+	  { $(bench_header); build/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
+	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
 
 clean:
 	rm -rf build

@@ -452,3 +452,70 @@ Test(stage02, program_refuses_bad_command_lines_alike)
     size_t n = lg_expect_usage_errors("stage-02", lines, sizeof lines / sizeof lines[0]);
     cr_assert_geq(n, 25);
 }
+
+/* value_dot writes the nodes that value_mul and value_add write, in the same order, with
+ * the same parents (by position) and the same numbers, bit for bit; with and without c. */
+Test(stage02, value_dot_writes_the_nodes_of_the_loop_it_replaces)
+{
+    enum { N = 5 };
+    Tape *inputs = planned_tape(2 * N + 1);
+    Value *a[N], *b[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = value_new(inputs, 0.1 * (i + 1) - 0.35);
+        b[i] = value_new(inputs, 1.0 / (i + 3));
+    }
+    Value *c = value_new(inputs, 0.7);
+    for (int with_c = 0; with_c < 2; with_c++) {
+        Tape *loop = planned_tape(2 * N), *dot = planned_tape(2 * N);
+        Value *sum = value_mul(loop, a[0], b[0]);
+        for (int i = 1; i < N; i++) {
+            Value *product = value_mul(loop, a[i], b[i]);
+            sum = value_add(loop, sum, product);
+        }
+        if (with_c)
+            sum = value_add(loop, sum, c);
+        Value *got = value_dot(dot, a, b, N, with_c ? c : NULL);
+        cr_assert_eq(tape_count(dot), 2 * N - 1 + with_c);
+        cr_assert_eq(tape_count(dot), tape_count(loop));
+        cr_assert_eq(tape_position(dot, got), tape_position(loop, sum), "the sum is the last node");
+        for (size_t k = 0; k < tape_count(loop); k++) {
+            const Value *x = tape_at(loop, k), *y = tape_at(dot, k);
+            cr_assert_eq(x->op, y->op, "node %zu", k);
+            cr_assert_eq(memcmp(&x->data, &y->data, sizeof x->data), 0, "node %zu", k);
+            cr_assert_eq(x->constant, y->constant);
+            for (int p = 0; p < 2; p++) {
+                const Value *px = x->parents[p], *py = y->parents[p];
+                if (tape_holds(loop, px))
+                    cr_assert_eq(tape_position(loop, px), tape_position(dot, py), "node %zu", k);
+                else
+                    cr_assert_eq(px, py, "node %zu, parent %d", k, p);
+            }
+        }
+        tape_free(&loop);
+        tape_free(&dot);
+    }
+    tape_free(&inputs);
+}
+
+/* Its checks are value_op's: a stale parent (kept across tape_reset) and a tape without
+ * room for every node stop the program before a node is written. */
+Test(stage02, value_dot_refuses_a_parent_forgotten_by_tape_reset, .signal = SIGABRT,
+     .init = cr_redirect_stderr)
+{
+    Tape *t = planned_tape(8);
+    Value *x = value_new(t, 1.0);
+    Value *stale = value_new(t, 2.0);
+    tape_reset(t);
+    x = value_new(t, 3.0);
+    Value *a[2] = {x, x}, *b[2] = {x, stale};
+    value_dot(t, a, b, 2, NULL);
+}
+
+Test(stage02, value_dot_on_a_tape_without_room_is_a_programmer_error, .signal = SIGABRT,
+     .init = cr_redirect_stderr)
+{
+    Tape *t = planned_tape(3);
+    Value *x = value_new(t, 1.0);
+    Value *a[2] = {x, x};
+    value_dot(t, a, a, 2, NULL); /* 3 nodes, 2 free */
+}
