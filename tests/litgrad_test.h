@@ -229,6 +229,34 @@ static const LgBadLine LG_COMMON_BAD_LINES[] = {
     {"--HELP", "unknown option '--HELP'"},
 };
 
+/* Bad command lines of the programs that run a program FILE (Stages 10 to 12). */
+#define LG_FILE_PROGRAM_BAD_LINES                                                            \
+    {"docs/examples/halve.lgir --calls", "option '--calls' needs a value"},                  \
+    {"docs/examples/halve.lgir --input state=1 --calls 0",                                   \
+     "--calls must be an integer in [1, 1000]: got '0'"},                                    \
+    {"docs/examples/halve.lgir --input state=1 --calls 1001", "got '1001'"},                \
+    {"docs/examples/halve.lgir --input state=1 --calls=", "--calls must be an integer"},     \
+    {"docs/examples/halve.lgir --input state=1 --calls 0x10", "got '0x10'"},                \
+    {"docs/examples/halve.lgir --input state=1 --calls 1 --calls 2",                         \
+     "option '--calls' is given twice"},                                                     \
+    {"docs/examples/halve.lgir --input state=x", "--input state must be a number: got 'x'"}, \
+    {"docs/examples/halve.lgir --input state=0x10", "got '0x10'"},                          \
+    {"docs/examples/halve.lgir --input state=1e999", "--input state"},                      \
+    {"docs/examples/halve.lgir --input state", "--input must be NAME=VALUE: got 'state'"},  \
+    {"docs/examples/halve.lgir --input =1", "--input must be NAME=VALUE: got '=1'"},        \
+    {"docs/examples/halve.lgir --input ''", "--input must be NAME=VALUE: got ''"},          \
+    {"docs/examples/halve.lgir --input", "option '--input' needs a value"},                  \
+    {"docs/examples/no-such-file.lgir", "cannot read docs/examples/no-such-file.lgir: No such file"}, \
+    {"docs/examples", "cannot read docs/examples: it is a directory"},                      \
+    {"{FIFO}", "not a regular file"},                                                        \
+    {"/dev/null", "cannot read /dev/null: not a regular file"},                              \
+    {"{LONG}", "a file name has 5000 bytes"},                                                \
+    {"/etc/passwd/x", "cannot read /etc/passwd/x: Not a directory"},                         \
+    {"''", "a file name must not be empty"},                                                 \
+    {"docs/examples/halve.lgir docs/examples/halve.lgir", "unexpected argument"},            \
+    {"--calls 2", "option '--calls' applies only with FILE"},                                \
+    {"--input state=1", "option '--input' applies only with FILE"}
+
 static inline void lg_expand(const char *args, char *out, size_t size, const char *fifo,
                              const char *file)
 {
@@ -315,7 +343,8 @@ static inline size_t lg_walk_allocation_failures(const char *program, const char
         }
         cr_assert_eq(run.status, 1, "%s %s, %s: exit %d; stderr: %s", program, args, env,
                      run.status, run.err);
-        cr_assert(strstr(run.err, ": error: out of memory") != NULL,
+        cr_assert(strncmp(run.err, program, strlen(program)) == 0 &&
+                      strstr(run.err, "out of memory: cannot allocate") != NULL,
                   "%s %s, %s: exit 1 without the out-of-memory message: %s", program, args,
                   env, run.err);
     }
