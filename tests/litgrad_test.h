@@ -177,6 +177,18 @@ typedef struct LgRun {
     char err[LG_ERRORS_MAX];     /* standard error */
 } LgRun;
 
+/* How many entries a directory holds, "." and ".." not counted. */
+static inline size_t lg_count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s", dir);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
 static inline void lg_read_file(const char *path, char *buf, size_t size)
 {
     FILE *f = fopen(path, "r");

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "cli.h"
 #include "error.h"
 #include "parse.h"
 #include "value.h"
@@ -194,6 +195,8 @@ Test(stage01, status_names)
     cr_assert_str_eq(status_name(LG_ERR_BUDGET), "budget");
     cr_assert_str_eq(status_name(LG_ERR_NONFINITE), "nonfinite");
     cr_assert_str_eq(status_name(LG_ERR_ALLOC), "alloc");
+    cr_assert_str_eq(status_name(LG_ERR_IO), "io");
+    cr_assert_str_eq(status_name(LG_ERR_PATH), "path");
 }
 
 Test(stage01, sizes_are_exact_decimal_integers)
@@ -372,4 +375,75 @@ Test(stage01, every_allocation_failure_of_this_stage_program_stops_it)
     snprintf(program, sizeof program, "stage-%s", LG_STAGE);
     size_t allocations = lg_walk_allocation_failures(program, "");
     cr_log_info("%s: %zu allocations walked\n", program, allocations);
+}
+
+/* An output name that holds a FIFO, a directory or a symbolic link is refused before a
+ * byte is written, and stays as it was; a regular file is replaced whole. */
+Test(stage01, an_output_that_is_not_a_regular_file_is_refused_and_left_alone,
+     .init = cr_redirect_stderr) /* cli_fail prints its line */
+{
+    char dir[] = "/tmp/lg01-out-XXXXXX", path[128], want[256];
+    cr_assert_not_null(mkdtemp(dir));
+    static const char *const names[3] = {"fifo", "dir", "link"};
+    static const char *const kinds[3] = {"a FIFO", "a directory", "a symbolic link"};
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    snprintf(path, sizeof path, "%s/dir", dir);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/link", dir);
+    cr_assert_eq(symlink("/dev/null", path), 0);
+    for (int k = 0; k < 3; k++) {
+        LgError err = LG_ERROR_INIT;
+        CliFile file;
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        snprintf(want, sizeof want, "cannot write %s: it is %s; only a regular file is "
+                 "replaced", path, kinds[k]);
+        cr_assert_null(cli_create(&file, dir, names[k], &err));
+        cr_assert_eq(err.status, LG_ERR_PATH);
+        cr_assert_str_eq(err.message, want);
+        cr_assert_eq(cli_fail(CLI_EXIT_RULE, &err), CLI_EXIT_USAGE, "the user named it");
+        char temp[160];
+        cr_assert_eq(cli_open_temp(path, temp, sizeof temp, &err), -1);
+        cr_assert_str_eq(temp, "");
+        cr_assert_eq(lg_count_entries(dir), 3, "no temporary file, nothing replaced");
+    }
+    struct stat info;
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    cr_assert(lstat(path, &info) == 0 && S_ISFIFO(info.st_mode), "the FIFO is still there");
+    LgError err = LG_ERROR_INIT;
+    CliFile file;
+    for (int round = 0; round < 2; round++) { /* created, then replaced */
+        FILE *out = cli_create(&file, dir, "data.txt", &err);
+        cr_assert_not_null(out, "%s", err.message);
+        fprintf(out, "round %d\n", round);
+        cr_assert_eq(cli_commit(&file, &err), LG_OK, "%s", err.message);
+    }
+    char text[32];
+    snprintf(path, sizeof path, "%s/data.txt", dir);
+    lg_read_file(path, text, sizeof text);
+    cr_assert_str_eq(text, "round 1\n");
+    cr_assert_eq(lg_count_entries(dir), 4);
+    unlink(path);
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+        cr_assert_eq(k == 1 ? rmdir(path) : unlink(path), 0);
+    }
+    cr_assert_eq(rmdir(dir), 0);
+}
+
+/* Every program hints at what a word like -1 must be, in one line (cli, for all). */
+Test(stage01, every_program_explains_a_number_read_as_an_option)
+{
+    char program[16];
+    snprintf(program, sizeof program, "stage-%s", LG_STAGE);
+    static LgRun run;
+    static const char *const words[2] = {"-1", "-.5"};
+    for (int k = 0; k < 2; k++) {
+        lg_run(&run, "", program, words[k]);
+        cr_assert_eq(run.status, 2, "%s %s", program, words[k]);
+        cr_assert_str_eq(run.out, "");
+        cr_assert(strstr(run.err, " (a negative number must follow --); try") != NULL ||
+                      strstr(run.err, " (a number must follow its option); try") != NULL,
+                  "%s %s: %s", program, words[k], run.err);
+    }
 }

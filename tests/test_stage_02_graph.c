@@ -446,11 +446,34 @@ Test(stage02, program_refuses_bad_command_lines_alike)
         {"{FIFO}", "unexpected argument"},
         {"/dev/null", "unexpected argument '/dev/null'"},
         {"-d", "unknown option '-d'"},
-        {"-1", "unknown option '-1'"},
+        {"-1", "unknown option '-1' (a number must follow its option)"},
         {"--dots", "unknown option '--dots'"},
     };
     size_t n = lg_expect_usage_errors("stage-02", lines, sizeof lines / sizeof lines[0]);
     cr_assert_geq(n, 25);
+}
+
+/* A FIFO where the figure goes is refused, exit 2, and left as it was: no reader of it
+ * gets the figure, nothing replaces it, no temporary file stays. */
+Test(stage02, a_fifo_at_the_figure_name_is_refused_and_left_alone)
+{
+    char dir[] = "/tmp/lg02-fifo-XXXXXX", fifo[128], args[160], want[256];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(fifo, sizeof fifo, "%s/fig-02-neuron.dot", dir);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    static LgRun run;
+    lg_run(&run, "timeout 20", "stage-02", args);
+    snprintf(want, sizeof want, "stage-02: error: cannot write %s: it is a FIFO; only a "
+             "regular file is replaced\n", fifo);
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.err, want);
+    cr_assert_str_eq(run.out, "");
+    struct stat info;
+    cr_assert(lstat(fifo, &info) == 0 && S_ISFIFO(info.st_mode));
+    cr_assert_eq(lg_count_entries(dir), 1, "the FIFO alone");
+    unlink(fifo);
+    rmdir(dir);
 }
 
 /* value_dot writes the nodes that value_mul and value_add write, in the same order, with

@@ -573,17 +573,6 @@ Test(stage06, a_report_that_cannot_be_written_exits_1)
     cr_assert(strstr(run.output, "exit 1\n"), "%s", run.output);
 }
 
-static size_t count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d, "%s", dir);
-    size_t n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-    closedir(d);
-    return n;
-}
-
 /* Nothing half-written: when the second data file cannot be put in place (a directory has
  * its name) or the report cannot be written, no data file and no temporary file is left. */
 Test(stage06, a_failed_figure_run_leaves_no_data_file)
@@ -598,13 +587,13 @@ Test(stage06, a_failed_figure_run_leaves_no_data_file)
     snprintf(want, sizeof want, "stage-06: error: cannot write %s: Is a directory\n", blocker);
     cr_assert_eq(run.status, 1);
     cr_assert(strstr(run.output, want), "%s", run.output);
-    cr_assert_eq(count_entries(dir), 1, "only the blocking directory is left");
+    cr_assert_eq(lg_count_entries(dir), 1, "only the blocking directory is left");
     rmdir(blocker);
     snprintf(args, sizeof args, "--figure-data %s 2>&1 >/dev/full; echo \"exit $?\"", dir);
     run_program(&run, "stage-06", args);
     cr_assert(strstr(run.output, "cannot write the report to standard output: No space left on "
                                  "device\nexit 1\n"), "%s", run.output);
-    cr_assert_eq(count_entries(dir), 0, "the report failed, so no data file either");
+    cr_assert_eq(lg_count_entries(dir), 0, "the report failed, so no data file either");
     rmdir(dir);
 }
 

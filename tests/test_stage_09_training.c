@@ -768,6 +768,35 @@ Test(stage09, a_save_killed_50_times_always_leaves_a_checkpoint_that_loads, .tim
     run_close(&r);
 }
 
+/* A FIFO where the checkpoint goes is refused before a byte is written, and stays; the
+ * program refuses it before it reads the data: exit 2, one line, nothing on stdout. */
+Test(stage09, a_checkpoint_never_replaces_a_fifo)
+{
+    Run r;
+    run_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG);
+    LgError err = LG_ERROR_INIT;
+    char dir[32], path[128], args[160], want[256];
+    scratch_make(dir);
+    snprintf(path, sizeof path, "%s/stage-09.ckpt", dir);
+    cr_assert_eq(mkfifo(path, 0600), 0);
+    snprintf(want, sizeof want, "cannot write %s: it is a FIFO; only a regular file is "
+             "replaced", path);
+    cr_assert_eq(checkpoint_save(r.trainer, path, &err), LG_ERR_PATH);
+    cr_assert_str_eq(err.message, want);
+    ProgramRun run;
+    snprintf(args, sizeof args, "--epochs 1 --save %s", dir);
+    run_program(&run, "stage-09", args);
+    cr_assert_eq(run.status, 2, "%s", run.output);
+    snprintf(want, sizeof want, "stage-09: error: cannot write %s: it is a FIFO; only a "
+             "regular file is replaced\n", path);
+    cr_assert_str_eq(run.output, want);
+    struct stat info;
+    cr_assert(lstat(path, &info) == 0 && S_ISFIFO(info.st_mode), "the FIFO stays");
+    cr_assert_eq(lg_count_entries(dir), 1, "no temporary file");
+    scratch_remove(dir);
+    run_close(&r);
+}
+
 /* ---- the program ---------------------------------------------------------------------- */
 
 static void expect_resume_across_processes(const char *model)
@@ -851,9 +880,12 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
         {"--lr 0", 1, "stage-09: error: learning rate must be finite and > 0: got 0"},
         {"--lr nan", 2, "--lr must be finite: got 'nan'"},
         {"--momentum 1", 1, "momentum must be finite and in [0, 1): got 1"},
-        {"--batch 0", 1, "batch must be in [1, 120] (the training examples): got 0"},
+        {"--batch 0", 2, "--batch must be an integer in [1, 18446744073709551615]: "
+                         "got '0'"},
         {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
-        {"--epochs 0", 1, "epochs must be in [1, 1000000]: got 0"},
+        {"--epochs 0", 2, "--epochs must be an integer in [1, 18446744073709551615]: "
+                          "got '0'"},
+        {"--epochs 1000001", 1, "epochs must be in [1, 1000000]: got 1000001"},
         {"--node-budget 4223", 1, "step node budget exceeded: need 4224, limit 4223"},
         {"/nonexistent/iris.csv", 2, "cannot read /nonexistent/iris.csv"},
         {"data/digits.csv.gz", 2, "data/digits.csv.gz: SHA-256 is 46abec6b12486ad9..., "

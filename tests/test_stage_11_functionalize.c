@@ -292,6 +292,36 @@ Test(stage11, without_raw_dependencies_a_read_comes_before_its_write)
     ir_program_free(&program);
 }
 
+/* With RAW and WAR dropped, %u = exp(%x) joins the kernel last, after %r reads it: %u is
+ * read before it is written. It keeps a tensor, zero in every element, and %r = 2y + 0 in
+ * both blocks of 1024, not exp of the block before in the second. */
+Test(stage11, a_value_read_before_its_write_in_a_kernel_reads_zero_in_every_block)
+{
+    static const TensorType big = {TENSOR_FLOAT32, 1, {2048}};
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok("def f(%x: f32[2048], %y: f32[2048]) {\n  %t = mul(%y, 2)\n"
+                                  "  %u = exp(%x)\n  %r = add(%t, %u)\n  mul_(%x, %t)\n"
+                                  "  return %r\n}\n");
+    CompiledProgram *c = compile_ok(program, 1u << DEP_RAW | 1u << DEP_WAR);
+    static const size_t order[] = {0, 2, 3, 4, 1};
+    cr_assert_eq(c->nkernels, 1u);
+    cr_assert_eq(c->block, 1024u);
+    for (size_t i = 0; i < 5; i++)
+        cr_assert_eq(c->order[i], order[i], "position %zu", i);
+    size_t u = ir_find_value(&c->functional->functions[0], "u");
+    cr_assert_eq(c->buffers[c->value_buffer[u]].kernel_slot, SIZE_MAX, "u keeps a tensor");
+    Tensor *in[2] = {tensor_full(&big, 0.0, &err), tensor_full(&big, 1.0, &err)};
+    IrResults r;
+    cr_assert_eq(compiled_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
+    for (size_t i = 0; i < 2048; i++)
+        cr_assert_eq(tensor_get(r.tensors[0], i).f32, 2.0f, "element %zu", i);
+    interp_results_free(&r);
+    tensor_free(&in[0]);
+    tensor_free(&in[1]);
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
 /* Fusion rule 1: a consumer of 3 elements does not join the kernel of a 0-d producer
  * (it would be computed for one element only). */
 Test(stage11, a_node_of_another_size_does_not_join_a_kernel)

@@ -502,7 +502,119 @@ Test(stage12, a_loop_that_never_ends_is_stopped)
     cr_assert_eq(interp_call(program, 0, &s, 1, &r, &err), LG_ERR_BUDGET);
     cr_assert(strstr(err.message, "while_loop @c: cond still true after 65536 iterations"),
               "%s", err.message);
+    /* Compiled: the same refusal, after the same runs of cond and body. */
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+    size_t cond_runs, body_runs;
+    interp_loop_counts_reset();
+    cr_assert_eq(compiled_call(c, &s, 1, &r, &err), LG_ERR_BUDGET);
+    interp_loop_counts(&cond_runs, &body_runs);
+    cr_assert(strstr(err.message, "while_loop @c: cond still true after 65536 iterations"),
+              "%s", err.message);
+    cr_assert_eq(cond_runs, 65537u);
+    cr_assert_eq(body_runs, 65536u);
+    cr_assert_eq(r.count, 0u);
+    compiled_free(&c);
     tensor_free(&s);
+    ir_program_free(&program);
+}
+
+/* A loop that counts to %n: its iterations are an input. */
+static const char count_to_text[] =
+    "def f(%x: f32[], %n: i64[]) {\n  %i0 = full([], 0, i64)\n  %a0 = zeros_like(%x)\n"
+    "  %i, %acc = while_loop(@cond, @body, %i0, %a0, %x, %n)\n  return %acc\n}\n"
+    "def cond(%i: i64[], %acc: f32[], %x: f32[], %n: i64[]) captures(%x, %n) {\n"
+    "  %go = lt(%i, %n)\n  return %go\n}\n"
+    "def body(%i: i64[], %acc: f32[], %x: f32[], %n: i64[]) captures(%x, %n) {\n"
+    "  %i1 = add(%i, 1)\n  %acc1 = add(%acc, %x)\n  return %i1, %acc1\n}\n";
+
+/* The allocations of one call: the first k at which an injected failure no longer hits. */
+static size_t allocations_of_call(const IrProgram *program, const CompiledProgram *c,
+                                  int64_t n)
+{
+    static const TensorType I64 = {TENSOR_INT64, 0, {0}};
+    for (size_t k = 1;; k++) {
+        LgError err = LG_ERROR_INIT;
+        Tensor *in[2] = {tensor_full(&F32, 0.5, &err), tensor_full(&I64, (double)n, &err)};
+        IrResults r;
+        mem_fail_at(k);
+        LgStatus status = c != NULL ? compiled_call(c, in, 2, &r, &err)
+                                    : interp_call(program, 0, in, 2, &r, &err);
+        mem_fail_at(0);
+        if (status == LG_OK) {
+            cr_assert_eq(tensor_get(r.tensors[0], 0).f32, 0.5f * (float)n);
+            interp_results_free(&r);
+        }
+        tensor_free(&in[0]);
+        tensor_free(&in[1]);
+        if (status == LG_OK)
+            return k - 1;
+        cr_assert_eq(status, LG_ERR_ALLOC, "k = %zu: %s", k, err.message);
+    }
+}
+
+/* The compiled loop runs planned steps in the call's scratch: a call of 300 iterations
+ * allocates exactly what a call of 3 does. The interpreter allocates per iteration. */
+Test(stage12, a_compiled_loop_allocates_nothing_per_iteration)
+{
+    IrProgram *program = parse_ok(count_to_text);
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+    size_t compiled3 = allocations_of_call(program, c, 3);
+    cr_assert_eq(allocations_of_call(program, c, 300), compiled3);
+    cr_assert_gt(allocations_of_call(program, NULL, 300), allocations_of_call(program, NULL, 3),
+                 "the interpreter allocates per iteration");
+    compiled_free(&c);
+    ir_program_free(&program);
+}
+
+/* One cond for an outer and an inner loop: its frame is bound again at every call. A body
+ * with an alias, a clone, a full, a number operand and a 0-d operand beside f32[3] ones:
+ * eager and compiled agree bit for bit, call after call, with the same runs. */
+Test(stage12, a_function_shared_by_two_loops_and_every_form_compiled_match_eager)
+{
+    static const char text[] =
+        "def f(%x: f32[3], %s: f32[]) {\n  %i0 = full([], 0, i64)\n  %y0 = clone(%x)\n"
+        "  %i, %y = while_loop(@c, @outer, %i0, %y0, %x, %s)\n  return %i, %y\n}\n"
+        "def c(%i: i64[], %y: f32[3], %x: f32[3], %s: f32[]) captures(%x, %s) {\n"
+        "  %go = lt(%i, 3)\n  return %go\n}\n"
+        "def outer(%i: i64[], %y: f32[3], %x: f32[3], %s: f32[]) captures(%x, %s) {\n"
+        "  %j0 = full([], 0, i64)\n  %j, %z = while_loop(@c, @inner, %j0, %y, %x, %s)\n"
+        "  %i1 = add(%i, 1)\n  %w = mul(%z, %s)\n  return %i1, %w\n}\n"
+        "def inner(%j: i64[], %y: f32[3], %x: f32[3], %s: f32[]) captures(%x, %s) {\n"
+        "  %a = alias(%x)\n  add_(%a, 0.25)\n  %k = clone(%a)\n  %t = sub(%y, %k)\n"
+        "  %j1 = add(%j, 1)\n  %u = div(%t, 3)\n  return %j1, %u\n}\n";
+    IrProgram *program = parse_ok(text);
+    CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
+    static const TensorType F32x3 = {TENSOR_FLOAT32, 1, {3}};
+    LgError err = LG_ERROR_INIT;
+    Tensor *eager_in[2] = {tensor_full(&F32x3, 1.5, &err), tensor_full(&F32, -2.0, &err)};
+    Tensor *compiled_in[2] = {tensor_full(&F32x3, 1.5, &err), tensor_full(&F32, -2.0, &err)};
+    for (int call = 0; call < 3; call++) {
+        IrResults eager, compiled;
+        size_t eager_runs[2], compiled_runs[2];
+        char differs[256];
+        interp_loop_counts_reset();
+        cr_assert_eq(interp_call(program, 0, eager_in, 2, &eager, &err), LG_OK, "%s",
+                     err.message);
+        interp_loop_counts(&eager_runs[0], &eager_runs[1]);
+        interp_loop_counts_reset();
+        cr_assert_eq(compiled_call(c, compiled_in, 2, &compiled, &err), LG_OK, "%s",
+                     err.message);
+        interp_loop_counts(&compiled_runs[0], &compiled_runs[1]);
+        cr_assert(compiled_compare_calls(&program->functions[0], eager_in, &eager, compiled_in,
+                                         &compiled, differs, sizeof differs),
+                  "call %d:%s", call + 1, differs);
+        cr_assert_eq(tensor_get(compiled.tensors[0], 0).i64, 3);
+        cr_assert_eq(eager_runs[0], 4u + 3u * 4u, "outer cond 4 times, inner cond 3 x 4");
+        cr_assert_eq(compiled_runs[0], eager_runs[0]);
+        cr_assert_eq(compiled_runs[1], eager_runs[1]);
+        interp_results_free(&eager);
+        interp_results_free(&compiled);
+    }
+    for (int k = 0; k < 2; k++) {
+        tensor_free(&eager_in[k]);
+        tensor_free(&compiled_in[k]);
+    }
+    compiled_free(&c);
     ir_program_free(&program);
 }
 
