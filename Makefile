@@ -9,6 +9,7 @@
 #   make diff-stage N     build/diff/stage-NN.diff: the tangled tree of the stage before N
 #                         to stage N's, as a unified diff
 #   make stages | pdf | lint | bench | clean
+#   make program-share    the programs' share of the last stage's tangled lines (#11)
 #   make crosscheck       install PyTorch (an optional group of tools/install-deps) and
 #                         compare litgrad with it: Appendix A's table, also in the book
 #   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/)
@@ -57,7 +58,8 @@ RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stag
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-stage run-stage diff-stage lint bench clean deps crosscheck
+.PHONY: all stages pdf test test-stage run-stage diff-stage lint bench clean deps crosscheck \
+        program-share
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
 pdf: $(PDFS)
@@ -103,7 +105,7 @@ $(T)/%.h: $$(@D)/.tangled ;
 
 $(B)/obj/%.o: $(T)/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(<D) -MMD -MF $(@:.o=.d) -c $< -o $@
+	$(CC) $(CFLAGS) -I$(<D) -DLG_DATA_DIR='"$(CURDIR)/data"' -MMD -MF $(@:.o=.d) -c $< -o $@
 
 # The tests of stage M compiled against stage N's headers (they may run the stage
 # programs, found through LG_BIN_DIR).
@@ -303,6 +305,11 @@ bench: $(foreach n,$(BENCH_STAGES),build/bin/stage-$(n))
 	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
 	  { $(bench_header); build/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
 	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
+
+# The programs' share of the last stage's tangled lines (issue #11: at most 15 %), and
+# each program's and main's length.
+program-share: $(T)/stage_$(lastword $(STAGES))/.tangled
+	@tools/program-share $(T)/stage_$(lastword $(STAGES))
 
 # ---- Appendix A: litgrad against PyTorch ------------------------------------------------
 # The appendix is tangled together with every stage, so its exporter links against the

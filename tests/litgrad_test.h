@@ -177,6 +177,21 @@ typedef struct LgRun {
     char err[LG_ERRORS_MAX];     /* standard error */
 } LgRun;
 
+/* The whole of a small text file (at most 16 KiB - 1 bytes are read), in a malloc'd
+ * string the caller frees; fails the test if the file cannot be opened. */
+static inline char *lg_read_text(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    cr_assert_not_null(in, "%s was not written", path);
+    enum { TEXT_MAX = 1 << 14 };
+    char *text = malloc(TEXT_MAX);
+    cr_assert_not_null(text);
+    size_t used = fread(text, 1, TEXT_MAX - 1, in);
+    text[used] = '\0';
+    fclose(in);
+    return text;
+}
+
 /* How many entries a directory holds, "." and ".." not counted. */
 static inline size_t lg_count_entries(const char *dir)
 {
@@ -335,8 +350,8 @@ static inline size_t lg_expect_usage_errors(const char *program, const LgBadLine
 }
 
 /* Run "<program> <args>" normally, then with LITGRAD_FAIL_ALLOC=k for k = 1, 2, ...
- * until a run exits 0. Each run must either exit 1 with an out-of-memory message on
- * standard error, or exit 0 with exactly the normal output. Returns the number of
+ * until a run exits 0. Each run must either exit 1 with one line on standard error, the
+ * out-of-memory message, or exit 0 with exactly the normal output. Returns the number of
  * allocations the run makes (the last k that failed). */
 static inline size_t lg_walk_allocation_failures(const char *program, const char *args)
 {
@@ -359,6 +374,9 @@ static inline size_t lg_walk_allocation_failures(const char *program, const char
                       strstr(run.err, "out of memory: cannot allocate") != NULL,
                   "%s %s, %s: exit 1 without the out-of-memory message: %s", program, args,
                   env, run.err);
+        const char *nl = strchr(run.err, '\n');
+        cr_assert(nl != NULL && nl[1] == '\0', "%s %s, %s: not one line on standard error: "
+                  "%s", program, args, env, run.err);
     }
 }
 

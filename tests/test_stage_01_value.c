@@ -447,3 +447,58 @@ Test(stage01, every_program_explains_a_number_read_as_an_option)
                   "%s %s: %s", program, words[k], run.err);
     }
 }
+
+/* The usage text of every program (cli, for all) puts at least two blanks between an
+ * option and its help, which starts in one column (26); an option too long for the
+ * column stands alone, and its help starts in that column on the next line. */
+Test(stage01, every_program_usage_separates_each_option_from_its_help)
+{
+    char program[16];
+    snprintf(program, sizeof program, "stage-%s", LG_STAGE);
+    ProgramRun run;
+    run_program(&run, program, "--help");
+    cr_assert_eq(run.status, 0, "%s: %s", program, run.output);
+    size_t options = 0;
+    for (const char *line = run.output; *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t length = end != NULL ? (size_t)(end - line) : strlen(line);
+        size_t blanks = strspn(line, " ");
+        if (blanks >= 2 && blanks < length && line[blanks] == '-') {
+            options++;
+            const char *next = end != NULL ? end + 1 : "";
+            const char *gap = strstr(line + blanks, "  ");
+            if (gap != NULL && gap < line + length)
+                cr_assert(line[24] == ' ' && line[25] == ' ' && line[26] != ' ',
+                          "%s: no gap or not in column 26: %.*s", program, (int)length,
+                          line);
+            else
+                cr_assert(strspn(next, " ") == 26 && next[26] != '\n',
+                          "%s: no help in column 26 after: %.*s", program, (int)length,
+                          line);
+        }
+        line += length + (end != NULL);
+    }
+    cr_assert_geq(options, 1, "%s: --help at least", program);
+}
+
+/* A bad command line is refused whether --help comes before or after the mistake; the
+ * usage is printed only for a command line that is otherwise good (cli, for all). */
+Test(stage01, help_does_not_hide_a_mistake_wherever_it_stands)
+{
+    char program[16];
+    snprintf(program, sizeof program, "stage-%s", LG_STAGE);
+    static LgRun run;
+    static const char *const lines[2] = {"--help --bogus", "--bogus --help"};
+    char expected[128];
+    snprintf(expected, sizeof expected, "%s: error: unknown option '--bogus'; try '%s "
+             "--help'\n", program, program);
+    for (int k = 0; k < 2; k++) {
+        lg_run(&run, "", program, lines[k]);
+        cr_assert_eq(run.status, 2, "%s %s", program, lines[k]);
+        cr_assert_str_eq(run.out, "", "%s %s: no usage printed", program, lines[k]);
+        cr_assert_str_eq(run.err, expected, "%s %s", program, lines[k]);
+    }
+    lg_run(&run, "", program, "--help --help");
+    cr_assert_eq(run.status, 0, "%s: %s", program, run.err);
+    cr_assert(strncmp(run.out, "usage: ", 7) == 0, "%s", run.out);
+}

@@ -24,14 +24,7 @@ static char *figure_text(const char *program, const char *file)
     run_program_stdout(&run, program, args);
     cr_assert_eq(run.status, 0, "%s %s", program, args);
     cr_assert_str_eq(run.output, "", "a figure run prints nothing on standard output");
-    FILE *in = fopen(path, "r");
-    cr_assert_not_null(in, "%s was not written", path);
-    enum { TEXT_MAX = 1 << 14 };
-    char *text = malloc(TEXT_MAX);
-    cr_assert_not_null(text);
-    size_t used = fread(text, 1, TEXT_MAX - 1, in);
-    text[used] = '\0';
-    fclose(in);
+    char *text = lg_read_text(path);
     remove(path);
     cr_assert_eq(rmdir(dir), 0, "%s holds no other file (no temporary one left)", dir);
     return text;

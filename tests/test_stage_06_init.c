@@ -500,7 +500,8 @@ Test(stage06, program_conventions_for_help_usage_and_rules)
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "usage: stage-06"));
     run_program(&run, "stage-06", "--help extra");
-    cr_assert_eq(run.status, 0, "--help wins over what follows");
+    cr_assert_eq(run.status, 2, "--help does not hide a mistake (Stage 01's rule)");
+    cr_assert_null(strstr(run.output, "usage: stage-06"), "%s", run.output);
     run_program(&run, "stage-06", "--fan-in 0");
     cr_assert_eq(run.status, 2);
     cr_assert(strstr(run.output, "--fan-in must be an integer in [1, 4096]: got '0'"));
@@ -573,22 +574,34 @@ Test(stage06, a_report_that_cannot_be_written_exits_1)
     cr_assert(strstr(run.output, "exit 1\n"), "%s", run.output);
 }
 
-/* Nothing half-written: when the second data file cannot be put in place (a directory has
- * its name) or the report cannot be written, no data file and no temporary file is left. */
+/* Nothing half-written: a name the renames would replace held by a directory or a FIFO
+ * is refused before the report begins (exit 2, the one line, nothing else), and a report
+ * that cannot be written leaves no data file and no temporary file. */
 Test(stage06, a_failed_figure_run_leaves_no_data_file)
 {
     char dir[] = "/tmp/litgrad-06-XXXXXX", args[256], blocker[256], want[512];
     cr_assert_not_null(mkdtemp(dir));
-    snprintf(blocker, sizeof blocker, "%s/fig-06-variance-fanin.dat", dir);
-    cr_assert_eq(mkdir(blocker, 0700), 0);
     snprintf(args, sizeof args, "--figure-data %s", dir);
     static ProgramRun run;
-    run_program(&run, "stage-06", args);
-    snprintf(want, sizeof want, "stage-06: error: cannot write %s: Is a directory\n", blocker);
-    cr_assert_eq(run.status, 1);
-    cr_assert(strstr(run.output, want), "%s", run.output);
-    cr_assert_eq(lg_count_entries(dir), 1, "only the blocking directory is left");
-    rmdir(blocker);
+    const char *kinds[] = {"a directory", "a FIFO"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(blocker, sizeof blocker, "%s/fig-06-%s.dat", dir,
+                 k == 0 ? "variance-fanin" : "depth");
+        cr_assert_eq(k == 0 ? mkdir(blocker, 0700) : mkfifo(blocker, 0600), 0);
+        run_program(&run, "stage-06", args);
+        snprintf(want, sizeof want, "stage-06: error: cannot write %s: it is %s; only a "
+                 "regular file is replaced\n", blocker, kinds[k]);
+        cr_assert_eq(run.status, 2, "%s", run.output);
+        cr_assert_str_eq(run.output, want);
+        cr_assert_eq(lg_count_entries(dir), 1, "only the blocker is left");
+        struct stat info;
+        cr_assert(lstat(blocker, &info) == 0 &&
+                  (k == 0 ? S_ISDIR(info.st_mode) : S_ISFIFO(info.st_mode)));
+        if (k == 0)
+            rmdir(blocker);
+        else
+            unlink(blocker);
+    }
     snprintf(args, sizeof args, "--figure-data %s 2>&1 >/dev/full; echo \"exit $?\"", dir);
     run_program(&run, "stage-06", args);
     cr_assert(strstr(run.output, "cannot write the report to standard output: No space left on "

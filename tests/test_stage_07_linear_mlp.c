@@ -577,6 +577,33 @@ Test(stage07, row9_node_budget_37_fails_after_0_operations_and_38_uses_exactly_3
     model_free(&m);
 }
 
+/* A forward no graph tape can hold is refused by the plan, as the node budget is:
+ * (1000, 10000) through a 10000-10000 Linear is 1000 * 10000 * 19999 nodes, which fits
+ * size_t and an unlimited budget but not a tape of 2^27. Decided from the ModelPlan,
+ * before any parameter exists; the node budget is asked first. */
+Test(stage07, a_forward_larger_than_any_tape_is_refused_by_the_plan)
+{
+    LgError err = LG_ERROR_INIT;
+    ModelPlan plan = mlp_plan((const size_t[]){10000, 10000}, 2, 0, SIZE_MAX);
+    ModelForwardPlan f;
+    Work before = work_now();
+    cr_assert_eq(model_plan_forward(&plan, (Shape){1000, 10000}, SIZE_MAX, &f, &err),
+                 LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 199990000000 nodes, "
+                                  "134217728 free of 134217728");
+    cr_assert_eq(model_plan_forward(&plan, (Shape){1000, 10000}, 1, &f, &err), LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "node budget exceeded: need 199990000000, limit 1");
+    assert_nothing_since(before, "a forward larger than any tape");
+    plan = mlp_plan((const size_t[]){1, 8192, 1}, 3, 0, SIZE_MAX);
+    cr_assert_eq(model_plan_forward(&plan, (Shape){4096, 1}, SIZE_MAX, &f, &err), LG_OK,
+                 "%s", err.message);
+    cr_assert_eq(f.nodes, 134213632, "4096 (8192 + 8192 + 16383): just under 2^27");
+    cr_assert_eq(model_plan_forward(&plan, (Shape){4097, 1}, SIZE_MAX, &f, &err),
+                 LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 134246399 nodes, "
+                                  "134217728 free of 134217728");
+}
+
 /* The room on the graph tape is asked for the whole plan, before the first node. */
 Test(stage07, a_graph_tape_too_small_for_the_plan_is_refused_before_the_first_node)
 {
@@ -903,8 +930,8 @@ Test(stage07, standard_and_relu_sample_variances_are_near_their_targets)
 
 /* ---- planning ---------------------------------------------------------------------- */
 
-/* Planning allocates nothing and writes no node, at T = 1 and at T = 1,000,000, and the
- * plan is exact at both. */
+/* Planning allocates nothing and writes no node, at T = 1 and at T = 8000 (near the
+ * largest batch whose forward fits a tape), and the plan is exact at both. */
 Test(stage07, planning_a_forward_builds_nothing_at_any_batch)
 {
     LgError err = LG_ERROR_INIT;
@@ -912,14 +939,18 @@ Test(stage07, planning_a_forward_builds_nothing_at_any_batch)
     ModelForwardPlan small, large;
     Work before = work_now();
     cr_assert_eq(model_plan_forward(&plan, (Shape){1, 64}, SIZE_MAX, &small, &err), LG_OK);
-    cr_assert_eq(model_plan_forward(&plan, (Shape){1000000, 64}, SIZE_MAX, &large, &err), LG_OK);
+    cr_assert_eq(model_plan_forward(&plan, (Shape){8000, 64}, SIZE_MAX, &large, &err), LG_OK);
     assert_nothing_since(before, "planning");
     cr_assert_eq(small.steps, 5);
     cr_assert_eq(small.nodes, 64 * 128 + 64 + 64 * 128 + 64 + 128, "fc1 relu fc2 relu fc3");
-    cr_assert_eq(large.nodes, 1000000 * small.nodes, "nodes are linear in T");
-    cr_assert_eq(large.output.rows, 1000000);
+    cr_assert_eq(large.nodes, 8000 * small.nodes, "nodes are linear in T");
+    cr_assert_eq(large.output.rows, 8000);
     cr_assert_eq(large.output.cols, 1);
     ModelForwardPlan untouched = small;
+    cr_assert_eq(model_plan_forward(&plan, (Shape){1000000, 64}, SIZE_MAX, &small, &err),
+                 LG_ERR_BUDGET, "16,640,000,000 nodes exceed a tape");
+    cr_assert_str_eq(err.message, "tape capacity exceeded: need 16640000000 nodes, "
+                                  "134217728 free of 134217728");
     cr_assert_eq(model_plan_forward(&plan, (Shape){3000000, 64}, SIZE_MAX, &small, &err),
                  LG_ERR_SHAPE, "3e6 x 64 entries exceed a tape");
     cr_assert(has(&err, "shape of x too large"), "%s", err.message);
@@ -1067,21 +1098,36 @@ Test(stage07, program_option_runs_print_key_value_lines)
     cr_assert_str_eq(run.output, again.output);
 }
 
-Test(stage07, program_budget_violations_exit_1_with_the_rule_and_the_numbers)
+/* A rule broken by the command line is decided by the two plans, before anything is
+ * made: exit 1, one line on stderr, nothing on stdout. LITGRAD_FAIL_ALLOC=1 fails the
+ * run's first allocation, so a run that allocated anything before its refusal would
+ * report running out of memory instead; the 1000-1000 MLP (10^6 parameters) and the
+ * 1-10000-1 MLP at T = 10000 (4 * 10^8 nodes) were built before this refusal once. */
+Test(stage07, program_broken_rules_exit_1_before_any_allocation_and_print_nothing)
 {
-    static ProgramRun run;
-    run_program(&run, "stage-07", "--param-budget 19");
-    cr_assert_eq(run.status, 1, "%s", run.output);
-    cr_assert(strstr(run.output, "initializer calls: 0\n"), "%s", run.output);
-    cr_assert(strstr(run.output, "stage-07: error: parameter budget exceeded: need 20, "
-                                 "limit 19\n"), "%s", run.output);
-    run_program(&run, "stage-07", "--batch 1 --node-budget 37");
-    cr_assert_eq(run.status, 1);
-    cr_assert(strstr(run.output, "scalar ops: 0\n"), "%s", run.output);
-    cr_assert(strstr(run.output, "stage-07: error: node budget exceeded: need 38, limit 37\n"));
-    run_program(&run, "stage-07", "--arch 100000,100000");
-    cr_assert_eq(run.status, 1, "a well-formed request that breaks the shape rule");
-    cr_assert(strstr(run.output, "shape of fc1.weight too large"), "%s", run.output);
+    static LgRun run;
+    static const struct {
+        const char *args, *message;
+    } cases[] = {
+        {"--param-budget 19", "parameter budget exceeded: need 20, limit 19"},
+        {"--batch 1 --node-budget 37", "node budget exceeded: need 38, limit 37"},
+        {"--arch 100000,100000", "shape of fc1.weight too large"},
+        {"--arch 1000,1000 --batch 1 --node-budget 1",
+         "node budget exceeded: need 1999000, limit 1"},
+        {"--arch 1,10000,1 --batch 10000",
+         "tape capacity exceeded: need 399990000 nodes, 134217728 free of 134217728"},
+        {"--arch 10000,10000,10000 --batch 1",
+         "tape capacity exceeded: need 200000000 nodes, 134217728 free of 134217728"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-07", cases[k].args);
+        cr_assert_eq(run.status, 1, "'%s': %s", cases[k].args, run.err);
+        cr_assert(strncmp(run.err, "stage-07: error: ", 17) == 0, "%s", run.err);
+        cr_assert(strstr(run.err, cases[k].message) != NULL, "'%s': %s", cases[k].args,
+                  run.err);
+        cr_assert_eq(strchr(run.err, '\n'), run.err + strlen(run.err) - 1, "one line");
+        cr_assert_str_eq(run.out, "", "'%s': nothing on stdout", cases[k].args);
+    }
 }
 
 Test(stage07, program_conventions_for_help_and_bad_values)

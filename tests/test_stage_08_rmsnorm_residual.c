@@ -730,6 +730,22 @@ Test(stage08, program_broken_rules_exit_1_with_one_line_and_no_output)
                      "scalar ops: 292\noutput shape: (2, 4)\nactual nodes: 292\n");
 }
 
+/* A network whose forward no tape can hold is refused by the forward plan, before the
+ * parameters are materialized: 8 blocks of width 1 and hidden width 10000 at T = 1000
+ * plan 320,048,000 nodes (160,008 parameters). LITGRAD_FAIL_ALLOC=1 fails the run's
+ * first allocation, so a run that made anything before the refusal would report
+ * running out of memory instead. */
+Test(stage08, program_refuses_a_forward_larger_than_a_tape_before_any_allocation)
+{
+    static LgRun run;
+    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-08",
+           "--blocks 8 --width 1 --hidden 10000 --batch 1000");
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert_str_eq(run.err, "stage-08: error: tape capacity exceeded: need 320048000 nodes, "
+                              "134217728 free of 134217728\n");
+    cr_assert_str_eq(run.out, "");
+}
+
 Test(stage08, program_bad_command_lines_exit_2)
 {
     static const LgBadLine lines[] = {

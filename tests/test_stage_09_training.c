@@ -147,6 +147,32 @@ static void expect_loss_cost(LossKind kind, size_t T, size_t C)
     tape_free(&leaves);
 }
 
+/* One graph tape holds the whole step, so the step plan asks the tape for the sum: the
+ * 1-22369621-2 MLP's forward at T = 1 is 134,217,724 nodes, 4 below 2^27, and passes
+ * Stage 07's plan; its cross-entropy does not fit in the 4 that are left. Refused by the
+ * plan, with no model and no node. */
+Test(stage09, a_step_larger_than_a_tape_is_refused_by_the_step_plan)
+{
+    LgError err = LG_ERROR_INIT;
+    ModelPlan plan;
+    cr_assert_eq(model_plan_mlp("mlp", (const size_t[]){1, 22369621, 2}, 3, 0, &SEED_INIT,
+                                SIZE_MAX, &plan, &err), LG_OK, "%s", err.message);
+    size_t blocks = mem_live_blocks(), ops = value_nodes_written, loss = 0;
+    ModelForwardPlan f;
+    cr_assert_eq(model_plan_forward(&plan, (Shape){1, 1}, SIZE_MAX, &f, &err), LG_OK, "%s",
+                 err.message);
+    cr_assert_eq(f.nodes, 134217724);
+    cr_assert_eq(loss_node_count(LOSS_CROSS_ENTROPY, 1, 2, &loss, &err), LG_OK);
+    TrainStepPlan step;
+    cr_assert_eq(train_plan_step(&plan, 1, SIZE_MAX, &step, &err), LG_ERR_BUDGET);
+    char expected[128];
+    snprintf(expected, sizeof expected, "tape capacity exceeded: need %zu nodes, 134217728 "
+             "free of 134217728", 134217724 + loss);
+    cr_assert_str_eq(err.message, expected);
+    cr_assert_eq(mem_live_blocks(), blocks);
+    cr_assert_eq(value_nodes_written, ops);
+}
+
 Test(stage09, loss_closed_forms_equal_tape_hook_and_walk)
 {
     expect_loss_cost(LOSS_MSE, 1, 1);
@@ -328,7 +354,8 @@ Test(stage09, bad_hyper_parameters_and_a_budget_one_short_are_refused_before_the
     run_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG);
     const struct { TrainConfig c; const char *message; } bad[] = {
         {{40, 16, 0, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got 0"},
-        {{40, 16, -0.1, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got -0.1"},
+        {{40, 16, -0.1, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got "
+                                           "-0.10000000000000001"}, /* %.17g, not "-0.1" */
         {{40, 16, NAN, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got nan"},
         {{40, 16, INFINITY, 0.9, 1, SIZE_MAX}, "learning rate must be finite and > 0: got inf"},
         {{40, 0, 0.05, 0.9, 1, SIZE_MAX}, "batch must be in [1, 120] (the training examples): "
@@ -694,6 +721,19 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
         {nan_row, "\ninf ", 1, "must be finite: got 'inf'"},
         {"litgrad-checkpoint 1", "litgrad-checkpoint 2", 1, "version 2 is not supported"},
         {"epoch 2", "epoch 41", 1, "epoch 41 is past this run's 40 epochs"},
+        /* a loss sum no run reaches: < 0, or not 0 before the epoch's first step */
+        {"loss-sum 0x0p+0", "loss-sum -0x1p+0", 1, "loss-sum must be 0 at step 0 (no example "
+         "seen in the epoch): got -1 at step 0"},
+        {"loss-sum 0x0p+0", "loss-sum 0x1p-3", 1, "loss-sum must be 0 at step 0 (no example "
+         "seen in the epoch): got 0.125 at step 0"},
+        {"step 0\nloss-sum 0x0p+0", "step 1\nloss-sum -0x1p-1", 1, "loss-sum must be >= 0 (a "
+         "sum of cross-entropies): got -0.5 at step 1"},
+        /* numbers that differ are printed so that they differ */
+        {"momentum 0x1.ccccccccccccdp-1", "momentum 0x1.cccccccccccccp-1", 1, "made with "
+         "momentum 0.89999999999999991, this run has 0.90000000000000002"},
+        /* a CRLF line end is shown where it is, not hidden inside quotes */
+        {"model mlp\n", "model mlp\r\n", 1, ":2:10: a carriage return, 0x0d: a checkpoint's "
+         "lines hold printable text and end with a line feed alone"},
     };
     uint32_t crc = params_crc(other.model);
     TrainPosition at = other.trainer->at;
@@ -873,6 +913,18 @@ Test(stage09, the_default_run_saves_into_a_directory_of_its_own_and_removes_it)
     scratch_remove(dir);
 }
 
+/* The data directory is compiled in (LG_DATA_DIR, an absolute path): the program finds
+ * data/iris.csv from any working directory, not only from the repository's root. */
+Test(stage09, the_program_finds_its_data_from_any_working_directory)
+{
+    cr_assert_eq(chdir("/"), 0); /* Criterion runs each test in a process of its own */
+    ProgramRun run;
+    run_program(&run, "stage-09", "--epochs 1");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "iris mlp: test accuracy 0.9000 (27 of 30)"), "%s",
+                       run.output);
+}
+
 Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status)
 {
     const struct { const char *args; int status; const char *message; } cases[] = {
@@ -883,9 +935,11 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
         {"--batch 0", 2, "--batch must be an integer in [1, 18446744073709551615]: "
                          "got '0'"},
         {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
-        {"--epochs 0", 2, "--epochs must be an integer in [1, 18446744073709551615]: "
-                          "got '0'"},
-        {"--epochs 1000001", 1, "epochs must be in [1, 1000000]: got 1000001"},
+        /* the table declares the range train_config_check enforces */
+        {"--epochs 0", 2, "--epochs must be an integer in [1, 1000000]: got '0'"},
+        {"--epochs 1000001", 2, "--epochs must be an integer in [1, 1000000]: got '1000001'"},
+        {"--epochs 1000000000", 2, "--epochs must be an integer in [1, 1000000]: "
+                                   "got '1000000000'"},
         {"--node-budget 4223", 1, "step node budget exceeded: need 4224, limit 4223"},
         {"/nonexistent/iris.csv", 2, "cannot read /nonexistent/iris.csv"},
         {"data/digits.csv.gz", 2, "data/digits.csv.gz: SHA-256 is 46abec6b12486ad9..., "

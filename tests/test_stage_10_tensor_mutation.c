@@ -3,6 +3,7 @@
 #include "litgrad_test.h"
 
 #include <dirent.h>
+#include <float.h>
 #include <stdint.h>
 
 #include "interp.h"
@@ -155,6 +156,44 @@ Test(stage10, numbers_must_be_values_of_the_dtype)
     cr_assert_eq(tensor_apply_scalar_inplace(TENSOR_OP_MUL, i, 0.5, &err), LG_ERR_TENSOR_DTYPE);
     cr_assert_eq(tensor_get(i, 0).i64, 3, "a refused in-place op changes nothing");
     tensor_free(&i);
+}
+
+/* An f32 takes every number that rounds to a finite float32 and is not silently zero:
+ * Stage 01's rule for a double, applied to float32. Messages print every digit. */
+Test(stage10, f32_numbers_neither_overflow_nor_underflow_silently)
+{
+    LgError err = LG_ERROR_INIT;
+    TensorElem e;
+    cr_assert_eq(tensor_scalar_elem(1e-46, TENSOR_FLOAT32, &e, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "scalar 1e-46 underflows to zero in f32 (smallest nonzero "
+                     "1.40129846e-45)");
+    cr_assert_eq(tensor_scalar_elem(-1e-46, TENSOR_FLOAT32, &e, &err), LG_ERR_INVALID);
+    cr_assert_eq(tensor_scalar_elem(1e-40, TENSOR_FLOAT32, &e, &err), LG_OK,
+                 "a subnormal float32 is kept, as a subnormal double is by parse_double");
+    cr_assert_eq(e.f32, 1e-40f);
+    cr_assert_eq(tensor_scalar_elem(1e-45, TENSOR_FLOAT32, &e, &err), LG_OK);
+    cr_assert_eq(e.f32, FLT_TRUE_MIN);
+    cr_assert_eq(tensor_scalar_elem(0.0, TENSOR_FLOAT32, &e, &err), LG_OK);
+    cr_assert_eq(tensor_scalar_elem(-0.0, TENSOR_FLOAT32, &e, &err), LG_OK);
+    cr_assert_eq(tensor_scalar_elem(3.4028235e38, TENSOR_FLOAT32, &e, &err), LG_OK,
+                 "FLT_MAX as usually printed rounds to FLT_MAX");
+    cr_assert_eq(e.f32, FLT_MAX);
+    cr_assert_eq(tensor_scalar_elem(-3.4028235e38, TENSOR_FLOAT32, &e, &err), LG_OK);
+    cr_assert_eq(e.f32, -FLT_MAX);
+    cr_assert_eq(tensor_scalar_elem(0x1p128 - 0x1p103, TENSOR_FLOAT32, &e, &err),
+                 LG_ERR_INVALID, "the tie rounds to infinity (FLT_MAX's last bit is odd)");
+    cr_assert_eq(tensor_scalar_elem(3.4028236e38, TENSOR_FLOAT32, &e, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "scalar 3.4028235999999999e+38 does not fit f32 (largest "
+                     "3.40282347e+38)");
+    ProgramRun run;
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1e-46");
+    cr_assert_eq(run.status, 2, "%s", run.output);
+    cr_assert_str_eq(run.output, "stage-10: error: --input state: scalar 1e-46 underflows to "
+                     "zero in f32 (smallest nonzero 1.40129846e-45)\n");
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=3.4028235e38");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "returned %answer: 1.70141173e+38 (0x7effffff)"), "%s",
+              run.output);
 }
 
 Test(stage10, i64_numbers_are_exact_over_the_whole_int64_range)

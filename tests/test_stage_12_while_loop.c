@@ -554,6 +554,30 @@ static size_t allocations_of_call(const IrProgram *program, const CompiledProgra
 
 /* The compiled loop runs planned steps in the call's scratch: a call of 300 iterations
  * allocates exactly what a call of 3 does. The interpreter allocates per iteration. */
+/* The program: a loop stopped at run time in the first call prints nothing on standard
+ * output, not even the header line; the refusal is one line on standard error, exit 1. */
+Test(stage12, a_run_refused_in_its_first_call_prints_no_header)
+{
+    char path[] = "/tmp/lg12-forever-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *file = fdopen(fd, "w");
+    cr_assert_not_null(file);
+    fputs("def f(%i: i64[]) {\n  %r = while_loop(@cond, @body, %i)\n  return %r\n}\n"
+          "def cond(%i: i64[]) {\n  %go = gt(%i, 0)\n  return %go\n}\n"
+          "def body(%i: i64[]) {\n  %i1 = add(%i, 1)\n  return %i1\n}\n", file);
+    cr_assert_eq(fclose(file), 0);
+    char args[64];
+    snprintf(args, sizeof args, "%s --input i=1", path);
+    static LgRun run;
+    lg_run(&run, "", "stage-12", args);
+    unlink(path);
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert_str_eq(run.out, "");
+    cr_assert_str_eq(run.err, "stage-12: error: while_loop @cond: cond still true after "
+                     "65536 iterations\n");
+}
+
 Test(stage12, a_compiled_loop_allocates_nothing_per_iteration)
 {
     IrProgram *program = parse_ok(count_to_text);
@@ -959,19 +983,6 @@ Test(stage12, a_call_does_bounded_work_whatever_the_file_asks)
 /* The figure of the two schedules is drawn from the compiled programs: with the body-only
  * analysis the copy-back shares kernel 0 with the mul before the loop (red); with the
  * union it runs in the last kernel, after the loop (green), behind a RAW edge from it. */
-static char *read_whole(const char *path)
-{
-    FILE *in = fopen(path, "r");
-    cr_assert_not_null(in, "%s was not written", path);
-    enum { TEXT_MAX = 1 << 14 };
-    char *text = malloc(TEXT_MAX);
-    cr_assert_not_null(text);
-    size_t used = fread(text, 1, TEXT_MAX - 1, in);
-    text[used] = '\0';
-    fclose(in);
-    return text;
-}
-
 Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
 {
     char dir[] = "/tmp/litgrad-figure-XXXXXX";
@@ -982,9 +993,9 @@ Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
     run_program(&run, "stage-12", args);
     cr_assert_eq(run.status, 0, "%s", run.output);
     snprintf(path, sizeof path, "%s/fig-12-schedule-body-only.dot", dir);
-    char *before = read_whole(path);
+    char *before = lg_read_text(path);
     snprintf(path, sizeof path, "%s/fig-12-schedule-union.dot", dir);
-    char *after = read_whole(path);
+    char *after = lg_read_text(path);
     cr_assert(strstr(before, "label=\"body-only analysis: copy-back n5 in kernel 0, loop n3 in "
                              "kernel 2\""), "%s", before);
     cr_assert(strstr(before, "n5 [label=\"n5: copy_(%state, %state.1)\"];"), "%s", before);
