@@ -823,7 +823,7 @@ Test(stage07, the_one_pass_checks_of_a_forward_report_as_the_separate_checks_do)
     matrix_free(&y);
     b->values[1] = stranger;
     tape_reset(graph);
-    Work before = work_now();
+    Tally before = tally_now();
     cr_assert_null(model_forward(m, graph, x, SIZE_MAX, &r, &err));
     cr_assert_str_eq(err.message, "fc2 parameter storage identity changed: mlp.fc2.bias[1] is "
                                   "not the sealed Value");
