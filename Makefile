@@ -70,9 +70,11 @@ deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing criterion"; \
+	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
+	[ -f /usr/include/nettle/sha2.h ] || missing="$$missing nettle-dev"; \
 	if command -v kpsewhich >/dev/null 2>&1; then \
 	  for s in noweb.sty natbib.sty plainnat.bst lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty \
-	           microtype.sty geometry.sty upquote.sty needspace.sty fancyhdr.sty; do \
+	           microtype.sty geometry.sty upquote.sty needspace.sty fancyhdr.sty etoolbox.sty; do \
 	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
@@ -217,7 +219,8 @@ diff-stage: $(T)/stage_$(DIFF_NN)/.tangled $(if $(DIFF_PREV),$(T)/stage_$(DIFF_P
 	  for f in $(T)/stage_$(DIFF_PREV)/*; do grep -v '^#line ' "$$f" > build/diff/a/$$(basename "$$f") || true; done; fi
 	@for f in $(T)/stage_$(DIFF_NN)/*; do grep -v '^#line ' "$$f" > build/diff/b/$$(basename "$$f") || true; done
 	@out=build/diff/stage-$(DIFF_NN).diff; \
-	(cd build/diff && { diff -ruN a b || [ $$? -eq 1 ]; }) > $$out; \
+	(cd build/diff && { diff -ruN a b || [ $$? -eq 1 ]; }) > $$out.tmp && \
+	  sed -E 's/^((---|\+\+\+) [^\t]*)\t.*/\1/' $$out.tmp > $$out && rm -f $$out.tmp || exit 1; \
 	rm -rf build/diff/a build/diff/b; \
 	echo "wrote $$out: the tangled tree of stage $(if $(DIFF_PREV),$(DIFF_PREV),(none)) to stage $(DIFF_NN)," \
 	  "$$(grep -c '^+++ ' $$out) files, +$$(grep -c '^+[^+]' $$out) -$$(grep -c '^-[^-]' $$out) lines"

@@ -279,6 +279,13 @@ Test(stage01, program_conventions_for_help_usage_and_rules)
     cr_assert(strstr(run.output, "stage-01: error: unknown option '--bogus'; try"), "%s",
               run.output);
     cr_assert_null(strstr(run.output, "negative"), "no hint about negative numbers here");
+    char word[203] = "--", shown[128]; /* an unknown option of 200 letters: 64 are shown */
+    memset(word + 2, 'x', 200);
+    word[202] = '\0';
+    run_program(&run, "stage-01", word);
+    cr_assert_eq(run.status, 2);
+    snprintf(shown, sizeof shown, "unknown option '%.64s...'; try", word);
+    cr_assert(strstr(run.output, shown), "%s", run.output);
     run_program(&run, "stage-01", "1 -5");
     cr_assert_eq(run.status, 2, "a negative number without -- is an unknown option");
     cr_assert(strstr(run.output, "unknown option '-5' (a negative number must follow --)"),

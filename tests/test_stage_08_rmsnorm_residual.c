@@ -721,6 +721,11 @@ Test(stage08, program_broken_rules_exit_1_with_one_line_and_no_output)
         cr_assert_eq(strchr(run.err, '\n'), run.err + strlen(run.err) - 1, "one line");
         cr_assert_str_eq(run.out, "", "'%s': nothing on stdout", cases[k].args);
     }
+    lg_run(&run, "", "stage-08", "--zero-row --batch 1"); /* no row 1: the command line's */
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.err, "stage-08: error: --zero-row zeros row 1 of the input, which "
+                     "has rows 0..0: --batch must be at least 2, not 1\n");
+    cr_assert_str_eq(run.out, "");
     lg_run(&run, "", "stage-08", "--node-budget 292");
     cr_assert_eq(run.status, 0);
     cr_assert_str_eq(run.out, "width: 4\nhidden: 8\nblocks: 1\neps: 1.0000000000000001e-05\n"
