@@ -67,13 +67,14 @@ stages: $(BINS)
 pdf: $(PDFS)
 
 # ---- tools: install what is missing, and say so --------------------------------------
-TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex bibtex latexmk pdftoppm
+TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex bibtex latexmk pdftoppm pdftotext
 deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing criterion"; \
 	if command -v kpsewhich >/dev/null 2>&1; then \
-	  for s in noweb.sty natbib.sty plainnat.bst lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty microtype.sty geometry.sty; do \
+	  for s in noweb.sty natbib.sty plainnat.bst lmodern.sty booktabs.sty fancyvrb.sty hyperref.sty \
+	           microtype.sty geometry.sty upquote.sty needspace.sty fancyhdr.sty; do \
 	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
@@ -264,34 +265,49 @@ TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
 LATEXMK := latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet
 DOCS := $(wildcard docs/*.tex docs/*.bib)
 
-build/tex/book-body.tex: $(NW) $(APPENDIX) | deps
+# noweave's pipeline with the index, and tools/nwrefs around noidx so that only real
+# uses are linked and counted: markup | finduses | nwrefs uses | noidx | nwrefs selfuses
+# | totex. ("-indexfrom /dev/null" adds noidx and tells totex to write the index; its
+# finduses, given no names, only copies the stream.)
+WEAVE := noweave -n -filter finduses -filter 'tools/nwrefs uses' -indexfrom /dev/null \
+  -filter 'tools/nwrefs selfuses'
+
+# tools/nwrefs-check: nwrefs on a small file whose real uses are known.
+build/tex/.nwrefs-checked: tools/nwrefs tools/nwrefs-check | deps
 	mkdir -p $(@D)
-	noweave -n -index $(NW) $(APPENDIX) > $@
+	tools/nwrefs-check
+	touch $@
+
+build/tex/book-body.tex: $(NW) $(APPENDIX) build/tex/.nwrefs-checked
+	mkdir -p $(@D)
+	$(WEAVE) $(NW) $(APPENDIX) > $@
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
-$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) | deps
+$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) build/tex/.nwrefs-checked
 	mkdir -p $(@D)
-	noweave -n -index $< > $@
+	$(WEAVE) $< > $@
 
 # The captured files a stage quotes with \lgoutput{bench-NN...}.
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
 
 build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW)) \
-                    build/results/crosscheck.txt
+                    build/results/crosscheck.txt tools/bookcheck
 	mkdir -p $(@D)
 	printf '\\input{book-master}\n' > build/tex/book.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) book.tex > book.latexmk.log 2>&1 \
 	  || { tail -n 40 book.log; exit 1; }
+	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX)
 	cp build/tex/book.pdf $@
 
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
                        build/results/stage-%-tests.tex build/results/stage-%-adds.tex \
                        $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
-                       $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw))
+                       $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) tools/bookcheck
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
 	cd build/tex && $(TEXENV) $(LATEXMK) stage-$*.tex > stage-$*.latexmk.log 2>&1 \
 	  || { tail -n 40 stage-$*.log; exit 1; }
+	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
 	cp build/tex/stage-$*.pdf $@
 
 # A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then

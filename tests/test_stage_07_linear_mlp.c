@@ -776,6 +776,71 @@ Test(stage07, repeated_forwards_keep_identities_and_change_no_parameter)
     model_free(&m);
 }
 
+/* The checks of a forward walk the storage once before it and once after, tensor by
+ * tensor; a difference in the last tensor walked is reported with the message of the
+ * separate checks, and storage replaced between two forwards is refused before the
+ * first node of the second, whatever the walk did to the snapshot before it stopped. */
+Test(stage07, the_one_pass_checks_of_a_forward_report_as_the_separate_checks_do)
+{
+    LgError err = LG_ERROR_INIT, alone = LG_ERROR_INIT;
+    Model *m = seed_model(1);
+    Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(88), *spare = lg_new_tape(1);
+    Matrix *x = input(inputs, 2, 3);
+    Vector *b = m->layer[1].bias;
+    cr_assert_eq(model_check_seal_and_snapshot(m, &err), LG_OK, "%s", err.message);
+    for (size_t k = 0; k < 26; k++) {
+        const Value *v = m->seal.addresses[k];
+        cr_assert_eq(memcmp(&m->snapshot[2 * k], &v->data, sizeof v->data), 0);
+        cr_assert_eq(memcmp(&m->snapshot[2 * k + 1], &v->grad, sizeof v->grad), 0);
+    }
+    cr_assert_eq(model_check_seal_unchanged(m, &err), LG_OK, "%s", err.message);
+    Value *kept = b->values[1], *stranger = value_new(spare, kept->data);
+    b->values[1] = stranger;
+    cr_assert_eq(model_check_seal_and_snapshot(m, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_check_seal(m, &alone), LG_ERR_IDENTITY);
+    cr_assert_str_eq(err.message, alone.message);
+    cr_assert_str_eq(err.message, "fc2 parameter storage identity changed: mlp.fc2.bias[1] is "
+                                  "not the sealed Value");
+    cr_assert_eq(model_check_seal_unchanged(m, &err), LG_ERR_IDENTITY);
+    cr_assert_str_eq(err.message, alone.message);
+    b->values[1] = kept;
+    kept->data = INFINITY;
+    cr_assert_eq(model_check_seal_and_snapshot(m, &err), LG_ERR_NONFINITE);
+    cr_assert_eq(model_check_seal(m, &alone), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, alone.message);
+    cr_assert_str_eq(err.message, "parameter mlp.fc2.bias[1] must be finite: got inf");
+    kept->data = 0.0;
+    cr_assert_eq(model_check_seal_and_snapshot(m, &err), LG_OK, "%s", err.message);
+    kept->grad = -0.0;
+    cr_assert_eq(model_check_seal_unchanged(m, &err), LG_ERR_POSTCONDITION);
+    cr_assert_str_eq(err.message, "forward changed parameter mlp.fc2.bias[1]: grad 0 -> -0");
+    kept->grad = 0.0;
+    ModelForwardReport r;
+    Matrix *y = model_forward(m, graph, x, SIZE_MAX, &r, &err);
+    cr_assert_not_null(y, "%s", err.message);
+    double first = y->values[3]->data;
+    matrix_free(&y);
+    b->values[1] = stranger;
+    tape_reset(graph);
+    Work before = work_now();
+    cr_assert_null(model_forward(m, graph, x, SIZE_MAX, &r, &err));
+    cr_assert_str_eq(err.message, "fc2 parameter storage identity changed: mlp.fc2.bias[1] is "
+                                  "not the sealed Value");
+    cr_assert_eq(r.scalar_ops, 0);
+    cr_assert_eq(tape_count(graph), 0);
+    assert_nothing_since(before, "storage replaced between two forwards");
+    b->values[1] = kept;
+    y = model_forward(m, graph, x, SIZE_MAX, &r, &err);
+    cr_assert_not_null(y, "restored: %s", err.message);
+    cr_assert_eq(memcmp(&first, &y->values[3]->data, sizeof first), 0);
+    matrix_free(&y);
+    matrix_free(&x);
+    tape_free(&spare);
+    tape_free(&graph);
+    tape_free(&inputs);
+    model_free(&m);
+}
+
 /* Row 10: a forward that changed a parameter's data or grad is caught by the snapshot
  * postcondition. A correct executor never does; the check is handed a changed state. */
 Test(stage07, row10_a_changed_parameter_is_caught_by_the_postcondition)

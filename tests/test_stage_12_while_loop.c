@@ -9,8 +9,11 @@
 
 #include "compile.h"
 #include "functionalize.h"
+#include "hostile.h"
 #include "interp.h"
 #include "ir.h"
+#include "mem.h"
+#include "runner.h"
 #include "tensor.h"
 
 LG_SUITE(stage12);
@@ -861,15 +864,28 @@ Test(stage12, loops_nest_up_to_the_bound_and_no_deeper)
 
 Test(stage12, two_loops_per_level_are_analysed_once_per_function)
 {
-    /* Analysed afresh at every level, this program would take 2^40 walks of b40. */
+    /* Analysed afresh at every level, this program would take 2^40 walks of b40. Its
+     * work, each loop run once, is as large: the compiler refuses it, the analysis of
+     * either kind still finds the mutation 40 levels down, once per function. */
     char *text = nested_loops(40, true);
     IrProgram *program = parse_ok(text);
     free(text);
+    LgError err = LG_ERROR_INIT;
     for (int mode = 0; mode < 2; mode++) {
-        CompiledProgram *c = compile_ok(program, mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION);
-        cr_assert_eq(mutation_records(&c->nodes[node_of_op(c, IR_WHILE_LOOP)]), 1u);
-        compiled_free(&c);
+        IrMutationSummary *summary = ir_mutation_summary(
+            program, mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION, &err);
+        cr_assert_not_null(summary, "%s", err.message);
+        IrMutation captured[IR_MAX_ARGS];
+        ir_summary_loop(summary, &program->functions[0].instrs[1], captured);
+        cr_assert(captured[0].mutated, "the mul_ 40 loops down reaches f's loop");
+        ir_mutation_summary_free(&summary);
     }
+    CompileOptions options;
+    memset(&options, 0, sizeof options);
+    cr_assert_null(compile_program(program, &options, &err));
+    cr_assert_eq(err.status, LG_ERR_BUDGET);
+    cr_assert(strstr(err.message, "its instructions, each loop run once, make ") != NULL, "%s",
+              err.message);
     ir_program_free(&program);
 }
 
@@ -976,8 +992,167 @@ Test(stage12, a_call_does_bounded_work_whatever_the_file_asks)
     cr_assert_null(compile_program(big, &options, &err));
     cr_assert_eq(err.status, LG_ERR_BUDGET);
     cr_assert_str_eq(err.message, "f: a call does at most 67108864 units of work (64 an "
-                     "instruction, 1 an element): node n3 would make 67109120");
+                     "instruction, 1 an element): its instructions, each loop run once, make "
+                     "67109120");
     ir_program_free(&big);
+}
+
+/* The scalar loop of the hostile files: `limit` iterations asked, 14 adds an iteration. */
+static IrProgram *scalar_loop(size_t limit)
+{
+    char text[1024];
+    int n = snprintf(text, sizeof text,
+                     "def f(%%x: f32[]) {\n  %%i0 = full([], 0, i64)\n"
+                     "  %%i, %%a = while_loop(@cond, @body, %%i0, %%x)\n  return %%a\n}\n"
+                     "def cond(%%i: i64[], %%a: f32[]) {\n  %%go = lt(%%i, %zu)\n"
+                     "  return %%go\n}\ndef body(%%i: i64[], %%a: f32[]) {\n"
+                     "  %%i1 = add(%%i, 1)\n  %%b0 = add(%%a, 1)\n", limit);
+    for (int k = 1; k < 14; k++)
+        n += snprintf(text + n, sizeof text - (size_t)n, "  %%b%d = add(%%b%d, 1)\n", k, k - 1);
+    snprintf(text + n, sizeof text - (size_t)n, "  return %%i1, %%b13\n}\n");
+    return parse_ok(text);
+}
+
+/* Call f of `program` eagerly and compiled on x = 1; return the two statuses and messages. */
+static void call_both(const IrProgram *program, LgStatus status[2], char message[2][512])
+{
+    LgError err = LG_ERROR_INIT;
+    CompiledProgram *c = NULL;
+    for (int way = 0; way < 2; way++) {
+        Tensor *x = tensor_full(&F32, 1.0, &err);
+        IrResults r = {0};
+        message[way][0] = '\0';
+        if (way == 0) {
+            status[way] = interp_call(program, 0, &x, 1, &r, &err);
+        } else {
+            CompileOptions options;
+            memset(&options, 0, sizeof options);
+            c = compile_program(program, &options, &err);
+            status[way] = c != NULL ? compiled_call(c, &x, 1, &r, &err) : err.status;
+        }
+        if (status[way] != LG_OK)
+            snprintf(message[way], 512, "%s", err.message);
+        interp_results_free(&r);
+        tensor_free(&x);
+    }
+    compiled_free(&c);
+}
+
+/* The work is decided before a call: the work table's entry of f, charged at once; then
+ * each iteration after the first, before it runs, the entries of cond and body. Eager
+ * and compiled are charged the same units and accept and refuse the same programs, at
+ * the bound and one unit (or one iteration) past it, with the same message. */
+Test(stage12, eager_and_compiled_charge_the_same_work_at_the_bound)
+{
+    LgError err = LG_ERROR_INIT;
+    for (size_t extra = 0; extra < 2; extra++) {   /* 4 (64 + n): the bound, then 4 more */
+        char text[256];
+        snprintf(text, sizeof text, "def f(%%x: f32[]) {\n  %%v0 = full([%zu], 1, f32)\n"
+                 "  %%v1 = exp(%%v0)\n  %%v2 = exp(%%v1)\n  %%v3 = exp(%%v2)\n"
+                 "  return %%x\n}\n", (size_t)TENSOR_MAX_NUMEL - 64 + extra);
+        IrProgram *program = parse_ok(text);
+        size_t *table = interp_work_table(program, &err);
+        cr_assert_eq(table[0], INTERP_MAX_WORK + 4 * extra);
+        mem_free(table);
+        CompileOptions options;
+        memset(&options, 0, sizeof options);
+        CompiledProgram *c = compile_program(program, &options, &err);
+        char compiled_message[LG_MESSAGE_MAX];
+        snprintf(compiled_message, sizeof compiled_message, "%s", c ? "" : err.message);
+        LgStatus eager = interp_work_begin(program, NULL, 0, &err);
+        if (eager == LG_OK)
+            interp_work_end();
+        cr_assert_eq(c != NULL, extra == 0, "the compiler accepts exactly the bound");
+        cr_assert_eq(eager == LG_OK, extra == 0, "so does the interpreter, before running");
+        if (extra == 1) {
+            Tensor *x = tensor_full(&F32, 1.0, &err);
+            IrResults r;
+            cr_assert_eq(interp_call(program, 0, &x, 1, &r, &err), LG_ERR_BUDGET);
+            cr_assert_str_eq(err.message, "f: a call does at most 67108864 units of work (64 "
+                             "an instruction, 1 an element): its instructions, each loop run "
+                             "once, make 67108868");
+            cr_assert_str_eq(compiled_message, err.message);
+            tensor_free(&x);
+        }
+        compiled_free(&c);
+        ir_program_free(&program);
+    }
+
+    /* 1236 units before the first iteration, 1040 for each further one: 64,527
+     * iterations make 1236 + 64,526 * 1040 <= 2^26; the 64,528th would cross it. */
+    IrProgram *program = scalar_loop(64527);
+    size_t *table = interp_work_table(program, &err);
+    cr_assert_eq(table[0], 1236u);
+    cr_assert_eq(table[1] + table[2], 1040u, "cond and body: one iteration");
+    cr_assert_leq(1236u + 64526u * 1040u, INTERP_MAX_WORK);
+    cr_assert_gt(1236u + 64527u * 1040u, INTERP_MAX_WORK);
+    mem_free(table);
+    LgStatus status[2];
+    char message[2][512];
+    call_both(program, status, message);
+    cr_assert_eq(status[0], LG_OK, "eager: %s", message[0]);
+    cr_assert_eq(status[1], LG_OK, "compiled: %s", message[1]);
+    ir_program_free(&program);
+    program = scalar_loop(64528);
+    call_both(program, status, message);
+    cr_assert_eq(status[0], LG_ERR_BUDGET);
+    cr_assert_eq(status[1], LG_ERR_BUDGET);
+    cr_assert_str_eq(message[0], "f: a call does at most 67108864 units of work (64 an "
+                     "instruction, 1 an element): iteration 64528 of while_loop(@cond, @body) "
+                     "(1040 units) would make 67109316");
+    cr_assert_str_eq(message[1], message[0], "compiled: the same iteration, the same words");
+    ir_program_free(&program);
+}
+
+/* Every hostile file fits the loader's limit and is decided as its case says: a result,
+ * or a refusal with its status, its exit status and the numbers of its message. */
+Test(stage12, every_hostile_file_is_decided_as_its_case_says)
+{
+    size_t results = 0;
+    for (size_t k = 0; k < HOSTILE_CASES; k++) {
+        const HostileCase *hc = hostile_case(k);
+        LgError err = LG_ERROR_INIT;
+        char *text = hostile_text(k, &err);
+        cr_assert_not_null(text);
+        cr_assert_leq(strlen(text), RUNNER_FILE_MAX, "%s", hc->name);
+        LgStatus status = hostile_decide(k, text, &err);
+        mem_free(text);
+        cr_assert_eq(status, hc->status, "%s: %s", hc->name, status ? err.message : "a result");
+        if (hc->message != NULL)
+            cr_assert(strstr(err.message, hc->message) != NULL, "%s: %s", hc->name,
+                      err.message);
+        cr_assert_eq(hostile_exit_status(status), status == LG_OK ? 0
+                                                   : status == LG_ERR_BUDGET ? 1 : 2);
+        results += status == LG_OK;
+    }
+    cr_assert_eq(results, 7u, "seven cases at their bounds run to a result");
+}
+
+/* The program says the same from a file: exit 1 and the work bound's message, at once;
+ * exit 2 and the nesting bound's. */
+Test(stage12, the_program_refuses_hostile_files_with_exit_1_or_2)
+{
+    static const struct { size_t k; int status; const char *input, *says; } runs[] = {
+        {1, 1, "x=1", "its instructions, each loop run once, make 67108868"},
+        {7, 2, "s=1", "loops nest 65 deep through @c: at most 64 (IR_MAX_LOOP_DEPTH)"},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        char path[] = "/tmp/litgrad-hostile-XXXXXX", args[128];
+        int fd = mkstemp(path);
+        cr_assert_geq(fd, 0);
+        LgError err = LG_ERROR_INIT;
+        char *text = hostile_text(runs[i].k, &err);
+        size_t size = strlen(text);
+        cr_assert_eq(write(fd, text, size), (ssize_t)size);
+        close(fd);
+        mem_free(text);
+        snprintf(args, sizeof args, "%s --input %s", path, runs[i].input);
+        ProgramRun run;
+        run_program(&run, "stage-12", args);
+        unlink(path);
+        cr_assert_eq(run.status, runs[i].status, "%s", run.output);
+        cr_assert(strstr(run.output, runs[i].says) != NULL, "%s", run.output);
+    }
 }
 
 /* The figure of the two schedules is drawn from the compiled programs: with the body-only
