@@ -175,10 +175,10 @@ test-stage: $(B)/test/stage-$(NN)
 # breaks an earlier contract, checked at every stage (about six times the test runs; before a
 # landing, and what make test-stage N does for one stage).
 test: lint
-	@$(call run_tests,$(STAGES),1); tools/test-summary $(B)/log $(STAGES)
+	+@$(call run_tests,$(STAGES),1); tools/test-summary $(B)/log $(STAGES)
 
 test-all: lint
-	@$(call run_tests,$(STAGES),); tools/test-summary $(B)/log $(STAGES)
+	+@$(call run_tests,$(STAGES),); tools/test-summary $(B)/log $(STAGES)
 
 # run_tests STAGES OWN: make test-stage for each stage, go on after a failure.
 run_tests = mkdir -p $(B)/log && rm -f $(addprefix $(B)/log/stage-,$(addsuffix .*,$(1))); \
