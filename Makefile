@@ -365,6 +365,9 @@ $(B)/bin/crosscheck-export: $(B)/xcobj/crosscheck-export.o $(B)/obj/stage_$(LAST
 	mkdir -p $(@D)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The last stage's tests also run the exporter, for its command line (PyTorch not needed).
+$(B)/test/stage-$(LAST): $(B)/bin/crosscheck-export
+
 # The table in the book: the checker's output when PyTorch is installed (a failed case
 # shows as FAIL in it; make crosscheck is what fails), otherwise a plain statement that
 # the cross-check did not run. Installing PyTorch makes $(TORCH) newer: the table follows.

@@ -12,7 +12,8 @@
  * arguments are shell words) and returns its exit status with standard output and
  * standard error; run_program_stdout() captures standard output alone.
  * lg_run() runs a program with an environment assignment and keeps its two streams
- * apart; lg_expect_usage_errors() runs a table of bad command lines, and
+ * apart; lg_expect_usage_errors() runs a table of bad command lines,
+ * lg_expect_outputs_refused() puts a FIFO where a program would write, and
  * lg_walk_allocation_failures() makes each allocation of a run fail in turn.
  */
 #ifndef LITGRAD_TEST_H
@@ -418,6 +419,7 @@ static const LgBadLine LG_COMMON_BAD_LINES[] = {
     {"--bogus=1", "unknown option '--bogus'"},
     {"--help=1", "option '--help' takes no value"},
     {"--HELP", "unknown option '--HELP'"},
+    {"--hel", "option '--hel' is abbreviated: write '--help'"},
 };
 
 /* Bad command lines of the programs that run a program FILE (Stages 10 to 12). */
@@ -511,6 +513,45 @@ static inline size_t lg_expect_usage_errors(const char *program, const LgBadLine
     rmdir(fifo);
     unlink(file);
     return count + common;
+}
+
+/* For each name of `names` (ended by NULL), in a fresh directory DIR holding a FIFO at
+ * DIR/name (then once more with a symbolic link at the first name): "<program> <option>
+ * DIR <args>" must be refused before it computes anything -- exit 2, nothing on standard
+ * output, one line on standard error naming DIR/name -- and leave DIR as it was (the
+ * FIFO or link alone, no temporary file). Returns how many runs were made. */
+static inline size_t lg_expect_outputs_refused(const char *program, const char *option,
+                                               const char *const names[], const char *args)
+{
+    static LgRun run;
+    size_t n = 0;
+    while (names[n] != NULL)
+        n++;
+    for (size_t k = 0; k <= n; k++) {
+        char dir[] = "/tmp/litgrad-out-XXXXXX", path[128], line[512], want[192];
+        cr_assert_not_null(mkdtemp(dir));
+        int link = k == n;
+        snprintf(path, sizeof path, "%s/%s", dir, names[link ? 0 : k]);
+        cr_assert_eq(link ? symlink("/dev/null", path) : mkfifo(path, 0600), 0, "%s", path);
+        snprintf(line, sizeof line, "%s %s %s", option, dir, args);
+        lg_run(&run, "timeout 60", program, line);
+        snprintf(want, sizeof want, "%s: error: cannot write %s: it is %s;", program, path,
+                 link ? "a symbolic link" : "a FIFO");
+        cr_expect_eq(run.status, 2, "%s %s: exit %d; stderr: %s", program, line, run.status,
+                     run.err);
+        cr_expect_str_eq(run.out, "", "%s %s: output before the refusal", program, line);
+        const char *newline = strchr(run.err, '\n');
+        cr_expect(strncmp(run.err, want, strlen(want)) == 0 && newline != NULL &&
+                      newline[1] == '\0', "%s %s: stderr: %s", program, line, run.err);
+        cr_expect_eq(lg_count_entries(dir), 1, "%s %s: something was left", program, line);
+        struct stat info;
+        cr_expect(lstat(path, &info) == 0 && (link ? S_ISLNK(info.st_mode)
+                                                   : S_ISFIFO(info.st_mode)),
+                  "%s: replaced", path);
+        unlink(path);
+        cr_assert_eq(rmdir(dir), 0, "%s: something was left", dir);
+    }
+    return n + 1;
 }
 
 /* Run "<program> <args>" normally, then with LITGRAD_FAIL_ALLOC=k for k = 1, 2, ...

@@ -328,6 +328,11 @@ Test(stage01, program_refuses_bad_command_lines_alike)
         {"--capacity 2 --capacity 3", "option '--capacity' is given twice"},
         {"-c2 -c2", "option '--capacity' is given twice"},
         {"-c2x", "got '2x'"},
+        /* options are written in full: a prefix is refused, its value as a word or after = */
+        {"--cap 3 1", "option '--cap' is abbreviated: write '--capacity'"},
+        {"--cap=3 1", "option '--cap' is abbreviated: write '--capacity'"},
+        {"1 --c 3", "option '--c' is abbreviated: write '--capacity'"},
+        {"--capacity 3 --capa 4", "option '--capa' is abbreviated: write '--capacity'"},
         {"-1.5", "unknown option '-1' (a negative number must follow --)"},
         {"1 -5", "unknown option '-5'"},
         {"''", "VALUE must be a number: got ''"},

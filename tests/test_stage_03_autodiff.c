@@ -4,6 +4,7 @@
 #include <math.h>
 #include <unistd.h> /* rmdir */
 
+#include "autodiffdemo.h"
 #include "graph.h"
 #include "value.h"
 
@@ -667,4 +668,14 @@ Test(stage03, interior_gradients_are_exact_after_growth_reset_and_zero_grad)
     cr_assert_eq(a->grad, fa->grad);
     tape_free(&t);
     tape_free(&fresh);
+}
+
+/* A FIFO or a symbolic link at either figure's name is refused when the command line is
+ * read (the row lists the names), before the neuron is built: exit 2, nothing written,
+ * nothing left behind. */
+Test(stage03, a_fifo_at_a_figure_name_is_refused_before_anything)
+{
+    size_t runs = lg_expect_outputs_refused("stage-03", "--figure-data",
+                                            AUTODIFFDEMO_FIGURE_FILES, "");
+    cr_assert_eq(runs, 3);
 }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "init.h"
+#include "initdemo.h"
 #include "rng.h"
 #include "variance.h"
 
@@ -590,7 +591,7 @@ Test(stage06, a_failed_figure_run_leaves_no_data_file)
         cr_assert_eq(k == 0 ? mkdir(blocker, 0700) : mkfifo(blocker, 0600), 0);
         run_program(&run, "stage-06", args);
         snprintf(want, sizeof want, "stage-06: error: cannot write %s: it is %s; only a "
-                 "regular file is replaced\n", blocker, kinds[k]);
+                 "regular file is replaced; try 'stage-06 --help'\n", blocker, kinds[k]);
         cr_assert_eq(run.status, 2, "%s", run.output);
         cr_assert_str_eq(run.output, want);
         cr_assert_eq(lg_count_entries(dir), 1, "only the blocker is left");
@@ -751,4 +752,13 @@ Test(stage06, figure_data_files_hold_the_reported_numbers)
         unlink(path);
     }
     rmdir(dir);
+}
+
+/* A FIFO or a symbolic link at any of the three data files' names is refused when the
+ * command line is read, before the experiments: exit 2, nothing on standard output. */
+Test(stage06, a_fifo_at_a_data_file_name_is_refused_before_anything)
+{
+    size_t runs = lg_expect_outputs_refused("stage-06", "--figure-data",
+                                            INITDEMO_FIGURE_FILES, "");
+    cr_assert_eq(runs, 4);
 }

@@ -13,6 +13,7 @@
 #include "dataset.h"
 #include "model.h"
 #include "train.h"
+#include "traindemo.h"
 
 LG_SUITE(stage09);
 
@@ -828,7 +829,7 @@ Test(stage09, a_checkpoint_never_replaces_a_fifo)
     run_program(&run, "stage-09", args);
     cr_assert_eq(run.status, 2, "%s", run.output);
     snprintf(want, sizeof want, "stage-09: error: cannot write %s: it is a FIFO; only a "
-             "regular file is replaced\n", path);
+             "regular file is replaced; try 'stage-09 --help'\n", path);
     cr_assert_str_eq(run.output, want);
     struct stat info;
     cr_assert(lstat(path, &info) == 0 && S_ISFIFO(info.st_mode), "the FIFO stays");
@@ -929,11 +930,17 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
 {
     const struct { const char *args; int status; const char *message; } cases[] = {
         {"--bench --epochs 3", 2, "options '--epochs' and '--bench' exclude each other"},
-        {"--lr 0", 1, "stage-09: error: learning rate must be finite and > 0: got 0"},
-        {"--lr nan", 2, "--lr must be finite: got 'nan'"},
-        {"--momentum 1", 1, "momentum must be finite and in [0, 1): got 1"},
-        {"--batch 0", 2, "--batch must be an integer in [1, 18446744073709551615]: "
-                         "got '0'"},
+        /* one rule: what the row's range refuses is exit 2, whatever the number */
+        {"--lr 0", 2, "stage-09: error: --lr must be a number in (0, inf): got '0'"},
+        {"--lr nan", 2, "stage-09: error: --lr must be a number in (0, inf): got 'nan'"},
+        {"--lr -0.05", 2, "--lr must be a number in (0, inf): got '-0.05'"},
+        {"--lr 1e999", 2, "--lr must be a number in (0, inf): got '1e999'"},
+        {"--momentum 1", 2, "--momentum must be a number in [0, 1): got '1'"},
+        {"--momentum -1e-9", 2, "--momentum must be a number in [0, 1): got '-1e-9'"},
+        {"--momentum inf", 2, "--momentum must be a number in [0, 1): got 'inf'"},
+        /* --batch: at most the larger training split; iris's own bound is the trainer's */
+        {"--batch 0", 2, "--batch must be an integer in [1, 1438]: got '0'"},
+        {"--batch 1439", 2, "--batch must be an integer in [1, 1438]: got '1439'"},
         {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
         /* the table declares the range train_config_check enforces */
         {"--epochs 0", 2, "--epochs must be an integer in [1, 1000000]: got '0'"},
@@ -963,4 +970,24 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
             cr_assert_eq(strchr(run.output, '\n'), run.output + strlen(run.output) - 1,
                          "%s: one line", cases[i].args);
     }
+}
+
+/* A FIFO or a symbolic link at any of the chart run's files, or at the checkpoint's name
+ * in --save's directory, is refused when the command line is read, before any data are
+ * read or trained on: exit 2, nothing on standard output, nothing left behind. */
+Test(stage09, a_fifo_at_an_output_name_is_refused_before_anything)
+{
+    cr_assert_eq(lg_expect_outputs_refused("stage-09", "--figure-data",
+                                           TRAINDEMO_FIGURE_FILES, ""), 5);
+    cr_assert_eq(lg_expect_outputs_refused("stage-09", "--save", TRAINDEMO_SAVE_FILES,
+                                           "--epochs 1"), 2);
+}
+
+/* --batch declares what is true of every run: at most the larger training split,
+ * digits' 1,438 of 1,797 examples (every fifth is held out); iris's 120 is the trainer's
+ * rule, which depends on --digits. */
+Test(stage09, the_batch_range_is_the_larger_training_split)
+{
+    cr_assert_eq(TRAINDEMO_BATCH_MAX, DATASET_DIGITS.rows - DATASET_DIGITS.rows / 5);
+    cr_assert_lt(DATASET_IRIS.rows - DATASET_IRIS.rows / 5, TRAINDEMO_BATCH_MAX);
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "compile.h"
+#include "compiledemo.h"
 #include "functionalize.h"
 #include "interp.h"
 #include "ir.h"
@@ -636,4 +637,13 @@ Test(stage11, every_example_matches_and_every_malformed_one_is_refused)
     size_t seen = lg_for_each_example("docs/examples", expect_example_matches, NULL);
     cr_assert_geq(seen, 8, "%zu examples", seen);
     lg_for_each_example("docs/examples/malformed", expect_example_refused, NULL);
+}
+
+/* A FIFO or a symbolic link at any of the dumps' or the graph's names is refused when
+ * the command line is read, before any example is compiled: exit 2, nothing written. */
+Test(stage11, a_fifo_at_a_figure_name_is_refused_before_anything)
+{
+    size_t runs = lg_expect_outputs_refused("stage-11", "--figure-data",
+                                            COMPILEDEMO_FIGURE_FILES, "");
+    cr_assert_eq(runs, 8);
 }

@@ -12,6 +12,7 @@
 #include "hostile.h"
 #include "interp.h"
 #include "ir.h"
+#include "loopdemo.h"
 #include "mem.h"
 #include "runner.h"
 #include "tensor.h"
@@ -1191,4 +1192,38 @@ Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
         remove(path);
     }
     cr_assert_eq(rmdir(dir), 0, "the figure run wrote only the files it names");
+}
+
+/* A FIFO or a symbolic link at any of the dumps', the chart's or the schedules' names is
+ * refused when the command line is read, before the seed's f is compiled: exit 2,
+ * nothing written, nothing left behind. */
+Test(stage12, a_fifo_at_a_figure_name_is_refused_before_anything)
+{
+    size_t runs = lg_expect_outputs_refused("stage-12", "--figure-data",
+                                            LOOPDEMO_FIGURE_FILES, "");
+    cr_assert_eq(runs, 6);
+}
+
+/* Appendix A's exporter (built for the last stage's tests by the Makefile) declares what
+ * its options can mean: --steps is at most 280, the whole iris run (40 epochs of 7
+ * steps), and a step it would never take is refused with the command line, exit 2,
+ * before the data file is read; its options are written in full, like every program's. */
+Test(stage12, the_crosscheck_exporter_declares_the_steps_of_the_iris_run)
+{
+    static const LgBadLine lines[] = {
+        {"--train data/iris.csv --steps 281",
+         "--steps must be an integer in [1, 280]: got '281'"},
+        {"--train data/iris.csv --steps 0", "--steps must be an integer in [1, 280]: got '0'"},
+        {"--steps=281 --train data/iris.csv", "--steps must be an integer in [1, 280]"},
+        {"--tra data/iris.csv", "option '--tra' is abbreviated: write '--train'"},
+        {"--steps 5", "option '--steps' applies only with '--train'"},
+    };
+    size_t n = lg_expect_usage_errors("crosscheck-export", lines,
+                                      sizeof lines / sizeof lines[0]);
+    cr_assert_geq(n, 5);
+    static LgRun run;
+    lg_run(&run, "", "crosscheck-export", "--train data/iris.csv --steps 280");
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    const char *last = strstr(run.out, "\nstep 280 ");
+    cr_assert(last != NULL && strstr(run.out, "\nstep 281 ") == NULL, "the last step is 280");
 }
