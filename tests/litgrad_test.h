@@ -8,9 +8,9 @@
  *
  * lg_new_tape() and lg_for_each_example() are fixtures that several stages share.
  * lg_expect_short_lines() checks that a program's output fits the book's page.
- * run_program() runs a stage program (from LG_BIN_DIR, set by the Makefile) through
- * the shell and returns its exit status with standard output and standard error;
- * run_program_stdout() captures standard output alone.
+ * run_program() runs a stage program (from LG_BIN_DIR, set by the Makefile; its
+ * arguments are shell words) and returns its exit status with standard output and
+ * standard error; run_program_stdout() captures standard output alone.
  * lg_run() runs a program with an environment assignment and keeps its two streams
  * apart; lg_expect_usage_errors() runs a table of bad command lines,
  * lg_expect_outputs_refused() puts a FIFO where a program would write, and
@@ -19,17 +19,23 @@
 #ifndef LITGRAD_TEST_H
 #define LITGRAD_TEST_H
 
-#define _POSIX_C_SOURCE 200809L /* popen, pclose, WEXITSTATUS */
+#define _POSIX_C_SOURCE 200809L /* posix_spawn, wordexp, poll, WEXITSTATUS */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#include <wordexp.h>
 
 #include "mem.h"
 #include "value.h"
@@ -42,10 +48,10 @@
 #define LG_BIN_DIR "build/bin"
 #endif
 
-/* The stage whose code this test binary links (set by the Makefile: "07"). */
-#ifndef LG_STAGE
-#define LG_STAGE "01"
-#endif
+/* The stage whose code this test binary links ("07"): tests/lg_stage.c, compiled for
+ * each stage by the Makefile. */
+extern const char lg_stage[];
+#define LG_STAGE lg_stage
 
 static inline void lg_expect_no_leaks(void)
 {
@@ -74,19 +80,190 @@ typedef struct ProgramRun {
     char output[LG_OUTPUT_MAX];   /* standard output and standard error, interleaved */
 } ProgramRun;
 
-static inline void run_command(ProgramRun *run, const char *program, const char *args,
-                               const char *redirect)
+/* ---- running a stage program ---------------------------------------------------------
+ * A test that runs a program forks, and the program is spawned directly (posix_spawn), not
+ * through a shell: on the machines that run `make test` a process costs milliseconds, and
+ * a shell in between (popen) doubled the cost of every run -- an allocation walk runs a
+ * program hundreds of times. The arguments are still shell words, split by wordexp(3) the
+ * way sh splits them (quotes, '', $VAR); a line with shell syntax that wordexp refuses (a
+ * redirection, a ';') is run by /bin/sh as before. */
+
+extern char **environ;
+
+/* Where a run's standard error goes: with standard output, into its own buffer, or away. */
+typedef enum { LG_ERR_MERGED, LG_ERR_APART, LG_ERR_DISCARDED } LgErrMode;
+
+/* The command of a run in the words of sh: "<env> LG_BIN_DIR/<program> <args>". */
+static inline void lg_shell_command(char *command, size_t size, const char *env,
+                                    const char *program, const char *args)
 {
-    char command[1024];
-    int n = snprintf(command, sizeof command, "%s/%s %s %s", LG_BIN_DIR, program, args,
-                     redirect);
-    cr_assert(n > 0 && (size_t)n < sizeof command, "command too long");
-    FILE *pipe = popen(command, "r");
-    cr_assert_not_null(pipe, "cannot run %s", command);
-    size_t used = fread(run->output, 1, sizeof run->output - 1, pipe);
-    run->output[used] = '\0';
-    int raw = pclose(pipe);
-    run->status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    int n = snprintf(command, size,
+                     "ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=87 LSAN_OPTIONS=exitcode=88 "
+                     "%s %s/%s %s", env, LG_BIN_DIR, program, args);
+    cr_assert(n > 0 && (size_t)n < size, "command too long");
+}
+
+/* Read the two pipes (err_fd may be -1) to their ends into out and err (each kept
+ * NUL-terminated; what does not fit is read and dropped, so the program never blocks on a
+ * full pipe). With a deadline (seconds > 0) the child is sent SIGTERM when it passes, as
+ * timeout(1) does. Returns the child's exit status, 124 if the deadline passed (timeout(1)'s
+ * status), or -1 if it did not exit normally. */
+static inline int lg_collect(pid_t child, int out_fd, int err_fd, char *out, size_t out_size,
+                             char *err, size_t err_size, int seconds)
+{
+    struct timespec start;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    size_t used[2] = {0, 0};
+    char *buf[2] = {out, err};
+    size_t size[2] = {out_size, err_size};
+    struct pollfd fds[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
+    int open_fds = 1 + (err_fd >= 0), timed_out = 0;
+    while (open_fds > 0) {
+        int wait_ms = -1;
+        if (seconds > 0 && !timed_out) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            double left = seconds - ((double)(now.tv_sec - start.tv_sec) +
+                                     (double)(now.tv_nsec - start.tv_nsec) * 1e-9);
+            if (left <= 0) {
+                kill(child, SIGTERM);
+                timed_out = 1;
+            } else {
+                wait_ms = (int)(left * 1000) + 1;
+            }
+        }
+        int ready = poll(fds, 2, wait_ms);
+        if (ready < 0) {
+            cr_assert_eq(errno, EINTR, "poll: %s", strerror(errno));
+            continue;
+        }
+        for (int k = 0; k < 2; k++) {
+            if (fds[k].fd < 0 || fds[k].revents == 0)
+                continue;
+            char scratch[4096];
+            size_t room = size[k] - 1 - used[k];
+            char *into = room > 0 ? buf[k] + used[k] : scratch;
+            ssize_t got = read(fds[k].fd, into, room > 0 ? room : sizeof scratch);
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0) {
+                close(fds[k].fd);
+                fds[k].fd = -1;
+                open_fds--;
+            } else if (room > 0) {
+                used[k] += (size_t)got;
+            }
+        }
+    }
+    out[used[0]] = '\0';
+    if (err != NULL)
+        err[used[1]] = '\0';
+    int raw;
+    while (waitpid(child, &raw, 0) < 0)
+        cr_assert_eq(errno, EINTR, "waitpid: %s", strerror(errno));
+    if (timed_out)
+        return 124;
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+/* Run "<env> LG_BIN_DIR/<program> <args>": env holds assignments (NAME=VALUE) and may end
+ * with "timeout N" (the run is stopped after N seconds, status 124); args are shell words.
+ * Standard input is /dev/null if null_stdin, else the test's own. Returns the exit status
+ * (-1 if the program did not exit normally). */
+static inline int lg_exec(const char *env, const char *program, const char *args,
+                          int null_stdin, LgErrMode mode, char *out, size_t out_size,
+                          char *err, size_t err_size)
+{
+    wordexp_t env_words, arg_words;
+    int seconds = 0, shell = 0;
+    cr_assert_eq(wordexp(env, &env_words, WRDE_NOCMD), 0, "env: %s", env);
+    int code = wordexp(args, &arg_words, WRDE_NOCMD);
+    if (code == WRDE_BADCHAR || code == WRDE_CMDSUB)
+        shell = 1; /* a redirection, a ';', a $(...): the shell's business */
+    else
+        cr_assert_eq(code, 0, "args: %s", args);
+    /* The environment: ours, with the sanitizers' exit codes, then env's assignments. */
+    size_t ours = 0;
+    while (environ[ours] != NULL)
+        ours++;
+    char **envp = malloc((ours + env_words.we_wordc + 4) * sizeof *envp);
+    cr_assert_not_null(envp);
+    size_t envc = 0;
+    static char *const sanitizers[3] = {"ASAN_OPTIONS=exitcode=86", "UBSAN_OPTIONS=exitcode=87",
+                                        "LSAN_OPTIONS=exitcode=88"};
+    for (size_t i = 0; i < ours; i++)
+        envp[envc++] = environ[i];
+    for (size_t i = 0; i < 3 + env_words.we_wordc; i++) {
+        char *assignment = i < 3 ? sanitizers[i] : env_words.we_wordv[i - 3];
+        const char *eq = strchr(assignment, '=');
+        if (i >= 3 && (eq == NULL || eq == assignment)) { /* not an assignment */
+            cr_assert(strcmp(assignment, "timeout") == 0 && i + 2 == 3 + env_words.we_wordc,
+                      "env may hold NAME=VALUE words and a last 'timeout N': %s", env);
+            seconds = atoi(env_words.we_wordv[i - 2]);
+            cr_assert_gt(seconds, 0, "env: %s", env);
+            break;
+        }
+        size_t name = (size_t)(eq - assignment) + 1;
+        size_t k = 0;
+        while (k < envc && strncmp(envp[k], assignment, name) != 0)
+            k++;
+        envp[k] = assignment;
+        envc += k == envc;
+    }
+    envp[envc] = NULL;
+    char path[512], command[3 * 4096 + 1024];
+    int n = snprintf(path, sizeof path, "%s/%s", LG_BIN_DIR, program);
+    cr_assert(n > 0 && (size_t)n < sizeof path, "program path too long");
+    size_t argc = shell ? 3 : 1 + arg_words.we_wordc;
+    char **argv = malloc((argc + 1) * sizeof *argv);
+    cr_assert_not_null(argv);
+    if (shell) {
+        lg_shell_command(command, sizeof command, env, program, args);
+        argv[0] = "/bin/sh";
+        argv[1] = "-c";
+        argv[2] = command;
+    } else {
+        argv[0] = path;
+        for (size_t i = 0; i < arg_words.we_wordc; i++)
+            argv[1 + i] = arg_words.we_wordv[i];
+    }
+    argv[argc] = NULL;
+    int out_pipe[2], err_pipe[2] = {-1, -1};
+    cr_assert_eq(pipe(out_pipe), 0, "pipe");
+    if (mode == LG_ERR_APART)
+        cr_assert_eq(pipe(err_pipe), 0, "pipe");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (null_stdin)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+    if (mode == LG_ERR_MERGED)
+        posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 2);
+    else if (mode == LG_ERR_APART)
+        posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+    else
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclose(&actions, out_pipe[0]);
+    posix_spawn_file_actions_addclose(&actions, out_pipe[1]);
+    if (mode == LG_ERR_APART) {
+        posix_spawn_file_actions_addclose(&actions, err_pipe[0]);
+        posix_spawn_file_actions_addclose(&actions, err_pipe[1]);
+    }
+    pid_t child;
+    int spawned = posix_spawn(&child, argv[0], &actions, NULL, argv, shell ? environ : envp);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out_pipe[1]);
+    if (mode == LG_ERR_APART)
+        close(err_pipe[1]);
+    cr_assert_eq(spawned, 0, "cannot run %s: %s", argv[0], strerror(spawned));
+    int status = lg_collect(child, out_pipe[0], err_pipe[0], out, out_size, err, err_size,
+                            seconds);
+    free(argv);
+    free(envp);
+    wordfree(&env_words);
+    if (!shell)
+        wordfree(&arg_words);
+    return status;
 }
 
 /* A tape of `capacity` nodes for a test; the test fails if it cannot be made. */
@@ -159,13 +336,15 @@ static inline void lg_expect_short_lines(const char *output)
  * and standard error together. */
 static inline void run_program(ProgramRun *run, const char *program, const char *args)
 {
-    run_command(run, program, args, "2>&1");
+    run->status = lg_exec("", program, args, 0, LG_ERR_MERGED, run->output,
+                          sizeof run->output, NULL, 0);
 }
 
 /* The same, capturing standard output alone (standard error is discarded). */
 static inline void run_program_stdout(ProgramRun *run, const char *program, const char *args)
 {
-    run_command(run, program, args, "2>/dev/null");
+    run->status = lg_exec("", program, args, 0, LG_ERR_DISCARDED, run->output,
+                          sizeof run->output, NULL, 0);
 }
 
 /* ---- command lines and allocation failures from outside -------------------------- */
@@ -214,28 +393,13 @@ static inline void lg_read_file(const char *path, char *buf, size_t size)
     fclose(f);
 }
 
-/* Run "<env> LG_BIN_DIR/<program> <args>" through the shell (env: assignments such as
- * "LITGRAD_FAIL_ALLOC=3", or ""); standard input is /dev/null. */
+/* Run "<env> LG_BIN_DIR/<program> <args>" (env: assignments such as
+ * "LITGRAD_FAIL_ALLOC=3", optionally ending with "timeout N", or ""; args: shell words);
+ * standard input is /dev/null. */
 static inline void lg_run(LgRun *run, const char *env, const char *program, const char *args)
 {
-    char err_path[] = "/tmp/litgrad-stderr-XXXXXX";
-    int fd = mkstemp(err_path);
-    cr_assert_geq(fd, 0, "mkstemp");
-    close(fd);
-    static char command[3 * 4096 + 1024];
-    /* A sanitizer's report must not pass for the exit statuses of litgrad (1, 2). */
-    int n = snprintf(command, sizeof command,
-                     "ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=87 LSAN_OPTIONS=exitcode=88 "
-                     "%s %s/%s %s </dev/null 2>%s", env, LG_BIN_DIR, program, args, err_path);
-    cr_assert(n > 0 && (size_t)n < sizeof command, "command too long");
-    FILE *pipe = popen(command, "r");
-    cr_assert_not_null(pipe, "cannot run %s", command);
-    size_t used = fread(run->out, 1, sizeof run->out - 1, pipe);
-    run->out[used] = '\0';
-    int raw = pclose(pipe);
-    run->status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    lg_read_file(err_path, run->err, sizeof run->err);
-    unlink(err_path);
+    run->status = lg_exec(env, program, args, 1, LG_ERR_APART, run->out, sizeof run->out,
+                          run->err, sizeof run->err);
 }
 
 /* One bad command line: its arguments (shell words; {FIFO}, {LONG}, {DIR} and {FILE}

@@ -381,7 +381,7 @@ Test(stage01, a_bad_litgrad_fail_alloc_is_a_usage_error)
 
 /* Every test binary walks the program of its own stage (LG_STAGE), so that each
  * program is walked once by `make test`, with the library it was built from. */
-Test(stage01, every_allocation_failure_of_this_stage_program_stops_it)
+Test(stage01, every_program_stops_cleanly_at_each_allocation_failure)
 {
     char program[16];
     snprintf(program, sizeof program, "stage-%s", LG_STAGE);
@@ -495,7 +495,7 @@ Test(stage01, every_program_usage_separates_each_option_from_its_help)
 
 /* A bad command line is refused whether --help comes before or after the mistake; the
  * usage is printed only for a command line that is otherwise good (cli, for all). */
-Test(stage01, help_does_not_hide_a_mistake_wherever_it_stands)
+Test(stage01, every_program_refuses_a_mistake_wherever_help_stands)
 {
     char program[16];
     snprintf(program, sizeof program, "stage-%s", LG_STAGE);
