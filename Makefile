@@ -2,10 +2,10 @@
 #
 #   make                  install missing tools, build every stage program, capture each
 #                         program's output, draw the charts, weave build/pdf/*.pdf
-#   make test             lint, then for every stage N in order: build stage N and run its
-#                         own tests and the tests every program takes against it; one
-#                         summary at the end
-#   make test-all         for every stage N: the tests of stages 01..N against stage N
+#   make test             lint, then for every stage N in order: build stage N and run the
+#                         tests of stages 01..N against it; one summary at the end
+#   make test-quick       the same, but stage N runs only its own tests and the tests every
+#                         program takes: each test once (about a sixth of the runs)
 #   make test-stage N     the tests of stages 01..N against stage N  (also: N=... form)
 #   make run-stage N      run build/bin/stage-NN with ARGS="..."
 #   make diff-stage N     build/diff/stage-NN.diff: the tangled tree of the stage before N
@@ -60,7 +60,7 @@ RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stag
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-all test-stage run-stage diff-stage lint bench clean deps \
+.PHONY: all stages pdf test test-quick test-stage run-stage diff-stage lint bench clean deps \
         crosscheck program-share
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
@@ -165,22 +165,22 @@ $(error no stage '$(N)'; the stages are: $(STAGES))
 endif
 endif
 
-# OWN=1 (as make test sets it): only stage N's own tests and the tests that every program
+# OWN=1 (as make test-quick sets it): only stage N's own tests and the tests that every program
 # takes (stage01/every_program_*, run against build/bin/stage-NN).
 test-stage: $(B)/test/stage-$(NN)
 	@tools/run-tests $(NN) $(B)/test/stage-$(NN) $(B)/log $(if $(filter 1,$(OWN)),own)
 
-# make test runs each test once, against its own stage's code, and the tests every program
-# takes (Stage 01's command-line and allocation-walk rules) against every program: stage
-# N's binary runs stage N's tests (OWN=1). make test-all runs, for every stage N, the tests
-# of stages 01..N against stage N's code: the book's promise that a later stage never
-# breaks an earlier contract, checked at every stage (about six times the test runs; before a
-# landing, and what make test-stage N does for one stage).
+# make test runs, for every stage N, the tests of stages 01..N against stage N's code: the
+# book's promise that a later stage never breaks an earlier contract, checked at every
+# stage (what make test-stage N does for one stage). make test-quick runs each test once,
+# against its own stage's code, and the tests every program takes (Stage 01's
+# command-line and allocation-walk rules) against every program: stage N's binary runs
+# stage N's tests (OWN=1); about a sixth of the test runs, for the edit-test loop.
 test: lint
-	+@$(call run_tests,$(STAGES),1); tools/test-summary $(B)/log $(STAGES)
-
-test-all: lint
 	+@$(call run_tests,$(STAGES),); tools/test-summary $(B)/log $(STAGES)
+
+test-quick: lint
+	+@$(call run_tests,$(STAGES),1); tools/test-summary $(B)/log $(STAGES)
 
 # run_tests STAGES OWN: make test-stage for each stage, go on after a failure.
 run_tests = mkdir -p $(B)/log && rm -f $(addprefix $(B)/log/stage-,$(addsuffix .*,$(1))); \
