@@ -554,11 +554,29 @@ static inline size_t lg_expect_outputs_refused(const char *program, const char *
     return n + 1;
 }
 
+/* The checks of one run that failed allocation k: exit 1 with one line on standard
+ * error, the out-of-memory message naming the program. */
+static inline void lg_expect_out_of_memory(const char *program, const char *args, size_t k,
+                                           int status, const char *err)
+{
+    cr_assert_eq(status, 1, "%s %s, allocation %zu failing: exit %d; stderr: %s", program,
+                 args, k, status, err);
+    cr_assert(strncmp(err, program, strlen(program)) == 0 &&
+                  strstr(err, "out of memory: cannot allocate") != NULL,
+              "%s %s, allocation %zu failing: exit 1 without the out-of-memory message: %s",
+              program, args, k, err);
+    const char *nl = strchr(err, '\n');
+    cr_assert(nl != NULL && nl[1] == '\0', "%s %s, allocation %zu failing: not one line on "
+              "standard error: %s", program, args, k, err);
+}
+
 /* Run "<program> <args>" normally, then with LITGRAD_FAIL_ALLOC=k for k = 1, 2, ...
  * until a run exits 0. Each run must either exit 1 with one line on standard error, the
  * out-of-memory message, or exit 0 with exactly the normal output. Returns the number of
- * allocations the run makes (the last k that failed). */
-static inline size_t lg_walk_allocation_failures(const char *program, const char *args)
+ * allocations the run makes (the last k that failed). One process per k: for a run that
+ * writes files of its own (see lg_walk_allocation_failures). */
+static inline size_t lg_walk_allocation_failures_one_by_one(const char *program,
+                                                            const char *args)
 {
     static LgRun normal, run;
     lg_run(&normal, "", program, args);
@@ -573,16 +591,63 @@ static inline size_t lg_walk_allocation_failures(const char *program, const char
                              program, args, env);
             return k - 1;
         }
-        cr_assert_eq(run.status, 1, "%s %s, %s: exit %d; stderr: %s", program, args, env,
-                     run.status, run.err);
-        cr_assert(strncmp(run.err, program, strlen(program)) == 0 &&
-                      strstr(run.err, "out of memory: cannot allocate") != NULL,
-                  "%s %s, %s: exit 1 without the out-of-memory message: %s", program, args,
-                  env, run.err);
-        const char *nl = strchr(run.err, '\n');
-        cr_assert(nl != NULL && nl[1] == '\0', "%s %s, %s: not one line on standard error: "
-                  "%s", program, args, env, run.err);
+        lg_expect_out_of_memory(program, args, k, run.status, run.err);
     }
+}
+
+/* The same walk in one run, LITGRAD_FAIL_WALK (Stage 01, "Every failure in one run"): the
+ * program forks at each allocation k and the child is the run LITGRAD_FAIL_ALLOC=k makes;
+ * its standard error is what the parent had written before the fork followed by the
+ * child's DIR/k.err. Each such run is checked as above, and the parent, which no
+ * allocation failed, must exit 0 with exactly the normal output. For a run that writes no
+ * file of its own: a child's clean-up would change the files its parent finds. */
+static inline size_t lg_walk_allocation_failures(const char *program, const char *args)
+{
+    static LgRun normal, run;
+    lg_run(&normal, "", program, args);
+    cr_assert_eq(normal.status, 0, "%s %s: exit %d: %s", program, args, normal.status,
+                 normal.err);
+    char dir[] = "/tmp/litgrad-walk-XXXXXX", path[128], env[128], line[8192];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(env, sizeof env, "LITGRAD_FAIL_WALK=%s", dir);
+    snprintf(line, sizeof line, "%s > %s/all.out 2> %s/all.err", args, dir, dir);
+    lg_run(&run, env, program, line); /* the redirections run it through /bin/sh */
+    static char out[LG_OUTPUT_MAX], err[LG_OUTPUT_MAX];
+    snprintf(path, sizeof path, "%s/all.out", dir);
+    lg_read_file(path, out, sizeof out);
+    snprintf(path, sizeof path, "%s/all.err", dir);
+    lg_read_file(path, err, sizeof err);
+    cr_assert_eq(run.status, 0, "%s %s with every allocation walked: exit %d: %s", program,
+                 args, run.status, err);
+    cr_assert_str_eq(out, normal.out, "%s %s with every allocation walked: other output",
+                     program, args);
+    snprintf(path, sizeof path, "%s/runs", dir);
+    FILE *runs = fopen(path, "r");
+    size_t k = 0;
+    for (size_t at, out_shared, err_shared; runs != NULL &&
+         fscanf(runs, "%zu %d %zu %zu", &at, &run.status, &out_shared, &err_shared) == 4;) {
+        cr_assert_eq(at, ++k, "%s: the walk's runs are out of order", path);
+        cr_assert_leq(err_shared, strlen(err), "%s: run %zu", path, k);
+        snprintf(path, sizeof path, "%s/%zu.err", dir, k);
+        char *own = lg_read_text(path);
+        snprintf(run.err, sizeof run.err, "%.*s%s", (int)err_shared, err, own);
+        free(own);
+        lg_expect_out_of_memory(program, args, k, run.status, run.err);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/%zu.out", dir, k);
+        cr_assert_eq(unlink(path), 0, "%s", path);
+        snprintf(path, sizeof path, "%s/runs", dir);
+    }
+    cr_assert_not_null(runs, "%s: the program made no allocation", path);
+    cr_assert(feof(runs), "%s: a line that is not 'k status out err'", path);
+    fclose(runs);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/all.out", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/all.err", dir);
+    unlink(path);
+    cr_assert_eq(rmdir(dir), 0, "%s: something was left", dir);
+    return k;
 }
 
 #endif
