@@ -5,6 +5,7 @@
 #include <unistd.h> /* rmdir */
 
 #include "autodiffdemo.h"
+#include "cli.h"
 #include "graph.h"
 #include "value.h"
 
@@ -485,6 +486,30 @@ Test(stage03, program_help_and_chain)
     cr_assert_eq(run.status, 0);
     cr_assert(strstr(run.output, "  s = 4, ds/dx = 4, 4 nodes on the tape\n"), "%s",
               run.output);
+}
+
+/* The plan limit (PLAN_NODES_MAX = 2^24 nodes on all the run's tapes): the longest chain
+ * within it passes the check and reaches its first allocation, which LITGRAD_FAIL_ALLOC=1
+ * fails; one more addition is refused by the rule before any allocation: exit 1, one
+ * line naming the rule and the numbers, nothing on stdout. */
+Test(stage03, program_chain_within_the_plan_limit_runs_and_one_more_is_refused)
+{
+    static LgRun run;
+    cr_assert_eq(PLAN_NODES_MAX, (size_t)16777216);
+    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 16777151");
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert(strncmp(run.err, "stage-03: error: out of memory: ", 32) == 0, "%s",
+              run.err);
+    cr_assert_str_eq(run.out, "");
+    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 16777152");
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert_str_eq(run.err, "stage-03: error: plan limit exceeded: the plan needs "
+                              "16777217 nodes (0.8 GB), limit 16777216\n");
+    cr_assert_str_eq(run.out, "");
+    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 134217727");
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert(strstr(run.err, "the plan needs 134217792 nodes (6.4 GB), limit 16777216\n"),
+              "%s", run.err);
 }
 
 /* Figure 3.1: the node titled p0 is x0 * w0 (data 6), whatever order the compiler gives
