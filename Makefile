@@ -115,8 +115,12 @@ $(T)/%/.changed: $(T)/%/.tangled ;
 # header does not make every stage's object different.
 CC_ONCE = tools/cc-once $(B)/objcache $@ $(1) $(CC) $(CFLAGS) -fmacro-prefix-map=$(1)/= -I$(1)
 
+# A path as a C string literal in one shell word: its \ and " escaped for C, then the
+# whole quoted for the shell, so that a clone builds under any directory name.
+c_string_word = '"$(subst ','\'',$(subst ",\",$(subst \,\\,$(1))))"'
+
 $(B)/obj/%.o: $(T)/%.c tools/cc-once
-	$(call CC_ONCE,$(<D)) -DLG_DATA_DIR='"$(CURDIR)/data"' $<
+	$(call CC_ONCE,$(<D)) -DLG_DATA_DIR=$(call c_string_word,$(CURDIR)/data) $<
 
 # The tests of stage M compiled against stage N's headers (they may run the stage
 # programs, found through LG_BIN_DIR). What differs by stage N is the headers; the stage
@@ -125,7 +129,7 @@ $(B)/obj/%.o: $(T)/%.c tools/cc-once
 $(B)/testobj/%.o: tests/$$(notdir $$*).c tests/litgrad_test.h tools/cc-once \
                   | $(T)/$$(dir $$*).tangled
 	$(call CC_ONCE,$(T)/$(patsubst %/,%,$(dir $*))) -Itests \
-	  -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' $<
+	  -DLG_BIN_DIR=$(call c_string_word,$(CURDIR)/$(B)/bin) $<
 
 $(B)/testobj/stage_%/lg_stage.o: tests/lg_stage.c
 	@mkdir -p $(@D)
