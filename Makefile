@@ -122,8 +122,12 @@ $(T)/%/.changed: $(T)/%/.tangled ;
 # header does not make every stage's object different.
 CC_ONCE = tools/cc-once $(B)/objcache $@ $(1) $(CC) $(or $(2),$(CFLAGS)) -fmacro-prefix-map=$(1)/= -I$(1)
 
+# A path as a C string literal in one shell word: its \ and " escaped for C, then the
+# whole quoted for the shell, so that a clone builds under any directory name.
+c_string_word = '"$(subst ','\'',$(subst ",\",$(subst \,\\,$(1))))"'
+
 $(B)/obj/%.o: $(T)/%.c tools/cc-once
-	$(call CC_ONCE,$(<D)) -DLG_DATA_DIR='"$(CURDIR)/data"' $<
+	$(call CC_ONCE,$(<D)) -DLG_DATA_DIR=$(call c_string_word,$(CURDIR)/data) $<
 
 # The tests of stage M compiled against stage N's headers (they may run the stage
 # programs, found through LG_BIN_DIR). What differs by stage N is the headers; the stage
@@ -132,7 +136,7 @@ $(B)/obj/%.o: $(T)/%.c tools/cc-once
 $(B)/testobj/%.o: tests/$$(notdir $$*).c tests/litgrad_test.h tools/cc-once \
                   | $(T)/$$(dir $$*).tangled
 	$(call CC_ONCE,$(T)/$(patsubst %/,%,$(dir $*)),$(TEST_CFLAGS)) -Itests \
-	  -DLG_BIN_DIR='"$(CURDIR)/$(B)/bin"' $<
+	  -DLG_BIN_DIR=$(call c_string_word,$(CURDIR)/$(B)/bin) $<
 
 $(B)/testobj/stage_%/lg_stage.o: tests/lg_stage.c
 	@mkdir -p $(@D)
@@ -334,17 +338,32 @@ BENCH_RESULTS := $(foreach n,$(BENCH_STAGES),build/results/bench-$(n).txt)
 bench_header = printf 'measured on %s (%s cores) with %s %s\n' \
   "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" "$$(nproc)" \
   "$$($(CC) --version | head -n 1)" '-O2 -g'
-$(BENCH_RESULTS): build/results/bench-%.txt: build/bin/stage-%
+# The benchmark build: each program as make builds it, except that model.c is compiled
+# with -DLG_NO_EXECUTOR_CHECKS: the checks of litgrad's own executor are assertions,
+# off in the benchmark as assertions would be (Stage 07, "The executor's checks are
+# assertions"); the program says so. Every other object, and every assert, is make's.
+BENCH_BINS := $(foreach n,$(BENCH_STAGES),build/bench/bin/stage-$(n))
+BENCH_MODELS := $(foreach n,$(BENCH_STAGES),build/bench/obj/stage_$(n)/model.o)
+$(BENCH_MODELS): build/bench/obj/stage_%/model.o: $(T)/stage_%/model.c tools/cc-once
+	$(call CC_ONCE,$(<D)) -DLG_DATA_DIR='"$(CURDIR)/data"' -DLG_NO_EXECUTOR_CHECKS $<
+BENCH_LIBS := $(foreach n,$(BENCH_STAGES),build/bench/obj/stage_$(n)/lib.a)
+$(BENCH_LIBS): build/bench/obj/stage_%/lib.a: build/obj/stage_%/lib.a build/bench/obj/stage_%/model.o
+	cp $< $@.tmp && ar rs $@.tmp $(@D)/model.o && mv $@.tmp $@
+$(BENCH_BINS): build/bench/bin/stage-%: build/obj/stage_$$*/stage-$$*.o build/bench/obj/stage_%/lib.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BENCH_RESULTS): build/results/bench-%.txt: build/bench/bin/stage-%
 	mkdir -p $(@D)
 	{ $(bench_header); $< --bench; } > $@.tmp && mv $@.tmp $@
 build/results/bench-%-summary.txt: build/results/bench-%.txt
 	grep -E '^(measured|Stage|MLP)|  forward|times the previous' $< > $@
 
-bench: $(foreach n,$(BENCH_STAGES),build/bin/stage-$(n))
+bench: $(BENCH_BINS)
 	@if [ -z '$(BENCH_STAGES)' ]; then echo "bench: no stage declares benchmarks"; fi
 	@mkdir -p build/results
 	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
-	  { $(bench_header); build/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
+	  { $(bench_header); build/bench/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
 	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
 
 # The programs' share of the last stage's tangled lines (issue #11: at most 15 %), and

@@ -93,13 +93,34 @@ extern char **environ;
 /* Where a run's standard error goes: with standard output, into its own buffer, or away. */
 typedef enum { LG_ERR_MERGED, LG_ERR_APART, LG_ERR_DISCARDED } LgErrMode;
 
+/* LG_BIN_DIR as one word of sh, whatever the clone's directory is called: in single
+ * quotes, each single quote written as '\''. */
+static inline const char *lg_bin_dir_word(void)
+{
+    static char word[4 * sizeof LG_BIN_DIR + 2];
+    if (word[0] == '\0') {
+        char *w = word;
+        *w++ = '\'';
+        for (const char *p = LG_BIN_DIR; *p != '\0'; p++)
+            if (*p == '\'') {
+                memcpy(w, "'\\''", 4);
+                w += 4;
+            } else {
+                *w++ = *p;
+            }
+        *w++ = '\'';
+        *w = '\0';
+    }
+    return word;
+}
+
 /* The command of a run in the words of sh: "<env> LG_BIN_DIR/<program> <args>". */
 static inline void lg_shell_command(char *command, size_t size, const char *env,
                                     const char *program, const char *args)
 {
     int n = snprintf(command, size,
                      "ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=87 LSAN_OPTIONS=exitcode=88 "
-                     "%s %s/%s %s", env, LG_BIN_DIR, program, args);
+                     "%s %s/%s %s", env, lg_bin_dir_word(), program, args);
     cr_assert(n > 0 && (size_t)n < size, "command too long");
 }
 

@@ -342,6 +342,11 @@ Test(stage01, program_refuses_bad_command_lines_alike)
         {"--capacity 3 --capa 4", "option '--capa' is abbreviated: write '--capacity'"},
         {"-1.5", "unknown option '-1' (a negative number must follow --)"},
         {"1 -5", "unknown option '-5'"},
+        {"-inf", "unknown option '-i' (a negative number must follow --)"},
+        {"1 -nan", "unknown option '-n' (a negative number must follow --)"},
+        {"-i", "unknown option '-i'; try"},
+        {"-i -inf", "unknown option '-i'; try"},
+        {"-if", "unknown option '-i'; try"},
         {"''", "VALUE must be a number: got ''"},
         {"0x10", "VALUE must be a number: got '0x10'"},
         {"1e999", "VALUE must be finite: got '1e999'"},
@@ -462,7 +467,8 @@ Test(stage01, every_program_explains_a_number_read_as_an_option)
 
 /* The usage text of every program (cli, for all) puts at least two blanks between an
  * option and its help, which starts in one column (26); an option too long for the
- * column stands alone, and its help starts in that column on the next line. */
+ * column stands alone, and its help starts in that column on the next line. No line
+ * passes column 79, so the text reads in an 80-column terminal. */
 Test(stage01, every_program_usage_separates_each_option_from_its_help)
 {
     char program[16];
@@ -474,6 +480,8 @@ Test(stage01, every_program_usage_separates_each_option_from_its_help)
     for (const char *line = run.output; *line != '\0';) {
         const char *end = strchr(line, '\n');
         size_t length = end != NULL ? (size_t)(end - line) : strlen(line);
+        cr_assert_leq(length, 79, "%s: a usage line of %zu columns: %.*s", program, length,
+                      (int)length, line);
         size_t blanks = strspn(line, " ");
         if (blanks >= 2 && blanks < length && line[blanks] == '-') {
             options++;

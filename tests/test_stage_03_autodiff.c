@@ -561,7 +561,7 @@ Test(stage03, too_little_memory_fails_before_anything_is_printed)
 #endif
     char command[512];
     snprintf(command, sizeof command, "%s %s/stage-03 --chain 100000000 2>/dev/null", limit,
-             LG_BIN_DIR);
+             lg_bin_dir_word());
     FILE *pipe = popen(command, "r");
     cr_assert_not_null(pipe);
     char out[256];

@@ -842,6 +842,38 @@ Test(stage07, the_one_pass_checks_of_a_forward_report_as_the_separate_checks_do)
     model_free(&m);
 }
 
+/* The executor's checks are assertion-level: on in the build the tests run (make bench's
+ * program alone compiles them out), where the checks the forward runs after its last node
+ * catch a changed parameter; the caller's errors are refused before the first node. */
+Test(stage07, the_executor_checks_are_on_where_the_tests_run)
+{
+    LgError err = LG_ERROR_INIT;
+    Model *m = seed_model(1);
+    Tape *spare = lg_new_tape(1);
+    cr_assert_eq(model_checks_executor(), 1, "the tests run with the executor checked");
+    cr_assert_eq(model_check_before_forward(m, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(model_check_after_forward(m, &err), LG_OK, "%s", err.message);
+    Value *w = m->layer[0].weight->values[2];
+    w->grad = 0.5;
+    cr_assert_eq(model_check_after_forward(m, &err), LG_ERR_POSTCONDITION);
+    cr_assert_str_eq(err.message, "forward changed parameter mlp.fc1.weight[0,2]: "
+                                  "grad 0 -> 0.5");
+    w->grad = 0.0;
+    Value *kept = m->layer[1].weight->values[0];
+    m->layer[1].weight->values[0] = value_new(spare, kept->data);
+    cr_assert_eq(model_check_before_forward(m, &err), LG_ERR_IDENTITY);
+    cr_assert_str_eq(err.message, "fc2 parameter storage identity changed: "
+                                  "mlp.fc2.weight[0,0] is not the sealed Value");
+    m->layer[1].weight->values[0] = kept;
+    kept->data = NAN;
+    cr_assert_eq(model_check_before_forward(m, &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "parameter mlp.fc2.weight[0,0] must be finite: got nan");
+    cr_assert_eq(model_check_seal(m, &err), LG_ERR_NONFINITE);
+    cr_assert_str_eq(err.message, "parameter mlp.fc2.weight[0,0] must be finite: got nan");
+    tape_free(&spare);
+    model_free(&m);
+}
+
 /* Row 10: a forward that changed a parameter's data or grad is caught by the snapshot
  * postcondition. A correct executor never does; the check is handed a changed state. */
 Test(stage07, row10_a_changed_parameter_is_caught_by_the_postcondition)

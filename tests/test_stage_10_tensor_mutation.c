@@ -610,6 +610,17 @@ Test(stage10, program_conventions_for_help_usage_and_files)
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "call 2:\n  returned %answer: 0.25 (0x3e800000)\n"
                                  "  input %state afterwards: 0.25 (0x3e800000)\n"));
+    /* A file over the limit is refused with its size and the limit, before it is parsed. */
+    char big[] = "/tmp/litgrad-big-XXXXXX";
+    int fd = mkstemp(big);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(ftruncate(fd, (off_t)RUNNER_FILE_MAX + 5), 0);
+    close(fd);
+    run_program(&run, "stage-10", big);
+    unlink(big);
+    cr_assert_eq(run.status, 2, "%s", run.output);
+    cr_assert(strstr(run.output, " is 1048581 bytes; a program file has at most 1048576\n"),
+              "%s", run.output);
 }
 
 /* Every example runs with its "# run:" arguments; every malformed one is refused with
