@@ -264,13 +264,15 @@ diff-stage: $(T)/stage_$(DIFF_NN)/.tangled $(if $(DIFF_PREV),$(T)/stage_$(DIFF_P
 	echo "wrote $$out: the tangled tree of stage $(if $(DIFF_PREV),$(DIFF_PREV),(none)) to stage $(DIFF_NN)," \
 	  "$$(grep -c '^+++ ' $$out) files, +$$(grep -c '^+[^+]' $$out) -$$(grep -c '^-[^-]' $$out) lines"
 
+# A drawing is rendered without the PDF's default half-inch margin (-Gmargin=0), so that
+# its natural size is the drawing's own: tools/bookcheck compares it with its placed size.
 $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.changed
 	rm -rf $(@D) && mkdir -p $(@D)
 	$< --figure-data $(@D) > /dev/null
 	for f in $(call figures_of,$*); do \
 	  if [ -f $(T)/stage_$*/$$f.gp ]; then \
 	    cp $(T)/stage_$*/$$f.gp $(@D)/ && (cd $(@D) && gnuplot $$f.gp); \
-	  elif [ -f $(@D)/$$f.dot ]; then dot -Tpdf $(@D)/$$f.dot -o $(@D)/$$f.pdf; \
+	  elif [ -f $(@D)/$$f.dot ]; then dot -Gmargin=0 -Tpdf $(@D)/$$f.dot -o $(@D)/$$f.pdf; \
 	  else echo "figure $$f of stage $*: neither $$f.gp nor $$f.dot was made" >&2; exit 1; fi; \
 	done
 	touch $@

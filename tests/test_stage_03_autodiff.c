@@ -499,13 +499,18 @@ Test(stage03, figure_data_draws_p0_as_x0_times_w0)
 }
 
 /* The program's second figure is the sweep of the same neuron, drawn by
- * graph_write_sweep_dot: ten boxes and nine contributions in five steps. */
+ * graph_write_sweep_dot: ten rows and nine contributions in five steps. */
 Test(stage03, figure_data_draws_the_sweep_of_the_neuron)
 {
     char *dot = figure_text("stage-03", "fig-03-sweep.dot");
-    cr_assert(strstr(dot, "  v9 [label=\"9\\no\\n= tanh(n)\\ngrad 1\"];\n"), "%s", dot);
-    cr_assert(strstr(dot, "  v9 -> v8 [xlabel=\"1\"];\n"), "%s", dot);
-    cr_assert(strstr(dot, "  v5 -> v1 [xlabel=\"5\"];\n"), "%s", dot);
+    cr_assert(strstr(dot, "<TD WIDTH=\"14\" HEIGHT=\"18\">9</TD>"
+                          "<TD WIDTH=\"80\" HEIGHT=\"18\" ALIGN=\"LEFT\">o = tanh(n)</TD>"
+                          "<TD WIDTH=\"86\" HEIGHT=\"18\" ALIGN=\"LEFT\">grad 1</TD>"),
+              "%s", dot);
+    cr_assert(strstr(dot, "  v9_1a -> v8_1a;\n"), "%s", dot);
+    cr_assert(strstr(dot, "  v5_5b -> v1_5b;\n"), "%s", dot);
+    cr_assert(strstr(dot, "  step5 [shape=plaintext"), "%s", dot);
+    cr_assert_null(strstr(dot, "step6"), "five steps: %s", dot);
     free(dot);
 }
 
@@ -594,16 +599,30 @@ Test(stage03, the_sweep_is_drawn_step_by_step_from_the_output_down)
     cr_assert_not_null(out);
     graph_write_sweep_dot(out, t, o, names);
     fclose(out);
-    cr_assert(strstr(text, "  v9 [label=\"9\\no\\n= tanh(n)\\ngrad 1\"];\n"), "%s", text);
-    cr_assert(strstr(text, "  v0 [label=\"0\\nx0\\ngrad 1.5729\"];\n"), "%s", text);
+    /* a row: position, title = form, gradient, in cells as wide as the widest of each
+     * column at 6 points a character and 8 more: "9", "p0 = x0 * w0", "grad 0.786448" */
+    static const char *const rows[] = {
+        ">9</TD><TD WIDTH=\"80\" HEIGHT=\"18\" ALIGN=\"LEFT\">o = tanh(n)</TD>"
+        "<TD WIDTH=\"86\" HEIGHT=\"18\" ALIGN=\"LEFT\">grad 1</TD>",
+        "<TD WIDTH=\"14\" HEIGHT=\"18\">0</TD><TD WIDTH=\"80\" HEIGHT=\"18\" "
+        "ALIGN=\"LEFT\">x0</TD><TD WIDTH=\"86\" HEIGHT=\"18\" "
+        "ALIGN=\"LEFT\">grad 1.5729</TD>",
+        "  v9 [shape=plaintext, style=solid, pos=\"0,-180!\"",
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        cr_assert(strstr(text, rows[i]), "%s missing: %s", rows[i], text);
+    /* vI_KL -> vP_KL: at step K, node I passes to its parent P in lane L (its operand) */
     static const char *const arrows[] = {
-        "v9 -> v8 [xlabel=\"1\"]", "v8 -> v7 [xlabel=\"2\"]", "v8 -> v4 [xlabel=\"2\"]",
-        "v7 -> v5 [xlabel=\"3\"]", "v7 -> v6 [xlabel=\"3\"]", "v6 -> v2 [xlabel=\"4\"]",
-        "v6 -> v3 [xlabel=\"4\"]", "v5 -> v0 [xlabel=\"5\"]", "v5 -> v1 [xlabel=\"5\"]",
+        "  v9_1a -> v8_1a;\n", "  v8_2a -> v7_2a;\n", "  v8_2b -> v4_2b;\n",
+        "  v7_3a -> v5_3a;\n", "  v7_3b -> v6_3b;\n", "  v6_4a -> v2_4a;\n",
+        "  v6_4b -> v3_4b;\n", "  v5_5a -> v0_5a;\n", "  v5_5b -> v1_5b;\n",
     };
     size_t count = 0;
-    for (const char *p = text; (p = strstr(p, "[xlabel=")) != NULL; p++)
-        count++;
+    for (const char *line = strstr(text, "\n  v"); line != NULL;
+         line = strstr(line + 1, "\n  v")) {
+        const char *end = strchr(line + 1, '\n'), *arrow = strstr(line, " -> ");
+        count += arrow != NULL && arrow < end;
+    }
     cr_assert_eq(count, sizeof arrows / sizeof arrows[0], "one arrow per contribution: %s", text);
     for (size_t i = 0; i < sizeof arrows / sizeof arrows[0]; i++)
         cr_assert(strstr(text, arrows[i]), "%s missing: %s", arrows[i], text);
@@ -624,8 +643,10 @@ Test(stage03, the_sweep_drawing_skips_what_backward_skips)
     FILE *out = open_memstream(&text, &size);
     graph_write_sweep_dot(out, t, y, NULL);
     fclose(out);
-    cr_assert(strstr(text, "v2 -> v0 [xlabel=\"1\"]"), "%s", text);
-    cr_assert_null(strstr(text, "v1 -> v0"), "the log beside the output passes nothing: %s", text);
+    cr_assert(strstr(text, "  v2_1a -> v0_1a;\n"), "%s", text);
+    cr_assert_null(strstr(text, "v1_"), "the log beside the output passes nothing: %s",
+                   text);
+    cr_assert_null(strstr(text, "step2"), "one step only: %s", text);
     (void)l;
     free(text);
     tape_free(&t);

@@ -1295,7 +1295,8 @@ Test(stage07, figure_data_draws_the_planned_forward_with_its_node_counts)
         "s1 [label=\"ReLU\\n8 nodes = 2 x 4\\nrunning total 48\"]",
         "s2 [label=\"mlp.fc2: Linear 4 -> 2\\n28 nodes = 2 x 2 x (2 x 4 - 1)\\nrunning total 76\"]",
         "x -> s0 [label=\"(2, 3)\"]", "s2 -> y [label=\"(2, 2)\"]",
-        "label=\"planned before the first multiplication: 76 nodes; node budget 76\"",
+        "label=\"planned before the first multiplication:\\n76 nodes; node budget 76\"",
+        "rankdir=TB;", /* a column of steps: the drawing is read at its natural size */
     };
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         cr_assert(strstr(text, expected[i]), "%s missing: %s", expected[i], text);
