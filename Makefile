@@ -29,12 +29,19 @@ MAKEFLAGS += --no-builtin-rules
 CC := gcc
 WARNINGS := -std=c11 -Wall -Wextra -Wpedantic -Werror
 SANITIZERS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# The test files are compiled without optimisation: they are the largest translation
+# units (Criterion's macros), compiled once for every stage whose headers they see
+# changed, and their own code is not what runs long (the library's, at -O2, is). The
+# warnings that need the optimiser (-Wmaybe-uninitialized) still see them under SAN=1,
+# which CI runs.
 ifeq ($(SAN),1)
 B := build/san
 CFLAGS := $(WARNINGS) -O1 -g $(SANITIZERS)
+TEST_CFLAGS := $(CFLAGS)
 else
 B := build
 CFLAGS := $(WARNINGS) -O2 -g
+TEST_CFLAGS := $(WARNINGS) -O0 -g
 endif
 LDLIBS := -lz -lnettle -lm
 T := build/tangle
@@ -67,7 +74,7 @@ stages: $(BINS)
 pdf: $(PDFS)
 
 # ---- tools: install what is missing, and say so --------------------------------------
-TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex bibtex latexmk pdftoppm pdftotext
+TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex bibtex pdftoppm pdftotext
 deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
@@ -114,7 +121,7 @@ $(T)/%/.changed: $(T)/%/.tangled ;
 # that stage N's tree holds unchanged from stage N-1 (same text, same headers) is copied
 # from $(B)/objcache. __FILE__ leaves out the stage's directory, so that an assert in a
 # header does not make every stage's object different.
-CC_ONCE = tools/cc-once $(B)/objcache $@ $(1) $(CC) $(CFLAGS) -fmacro-prefix-map=$(1)/= -I$(1)
+CC_ONCE = tools/cc-once $(B)/objcache $@ $(1) $(CC) $(or $(2),$(CFLAGS)) -fmacro-prefix-map=$(1)/= -I$(1)
 
 # A path as a C string literal in one shell word: its \ and " escaped for C, then the
 # whole quoted for the shell, so that a clone builds under any directory name.
@@ -129,12 +136,12 @@ $(B)/obj/%.o: $(T)/%.c tools/cc-once
 # headers did not change is compiled once for all the stages after its own.
 $(B)/testobj/%.o: tests/$$(notdir $$*).c tests/litgrad_test.h tools/cc-once \
                   | $(T)/$$(dir $$*).tangled
-	$(call CC_ONCE,$(T)/$(patsubst %/,%,$(dir $*))) -Itests \
+	$(call CC_ONCE,$(T)/$(patsubst %/,%,$(dir $*)),$(TEST_CFLAGS)) -Itests \
 	  -DLG_BIN_DIR=$(call c_string_word,$(CURDIR)/$(B)/bin) $<
 
 $(B)/testobj/stage_%/lg_stage.o: tests/lg_stage.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -DLG_STAGE='"$*"' -c $< -o $@
+	$(CC) $(TEST_CFLAGS) -DLG_STAGE='"$*"' -c $< -o $@
 
 -include $(wildcard $(B)/obj/*/*.d $(B)/testobj/*/*.d $(B)/xcobj/*.d)
 
@@ -280,20 +287,25 @@ diff-stage: $(T)/stage_$(DIFF_NN)/.tangled $(if $(DIFF_PREV),$(T)/stage_$(DIFF_P
 	echo "wrote $$out: the tangled tree of stage $(if $(DIFF_PREV),$(DIFF_PREV),(none)) to stage $(DIFF_NN)," \
 	  "$$(grep -c '^+++ ' $$out) files, +$$(grep -c '^+[^+]' $$out) -$$(grep -c '^-[^-]' $$out) lines"
 
+# A drawing is rendered without the PDF's default half-inch margin (-Gmargin=0), so that
+# its natural size is the drawing's own: tools/bookcheck compares it with its placed size.
 $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.changed
 	rm -rf $(@D) && mkdir -p $(@D)
 	$< --figure-data $(@D) > /dev/null
 	for f in $(call figures_of,$*); do \
 	  if [ -f $(T)/stage_$*/$$f.gp ]; then \
 	    cp $(T)/stage_$*/$$f.gp $(@D)/ && (cd $(@D) && gnuplot $$f.gp); \
-	  elif [ -f $(@D)/$$f.dot ]; then dot -Tpdf $(@D)/$$f.dot -o $(@D)/$$f.pdf; \
+	  elif [ -f $(@D)/$$f.dot ]; then dot -Gmargin=0 -Tpdf $(@D)/$$f.dot -o $(@D)/$$f.pdf; \
 	  else echo "figure $$f of stage $*: neither $$f.gp nor $$f.dot was made" >&2; exit 1; fi; \
 	done
 	touch $@
 
 TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
-LATEXMK := latexmk -pdf -interaction=nonstopmode -halt-on-error -quiet
 DOCS := $(wildcard docs/*.tex docs/*.bib)
+# tools/texpdf runs pdflatex (and bibtex) until the references are stable; it is given the
+# .tex files each document inputs, whose citations make its first bibliography.
+BOOK_TEX := docs/preamble.tex docs/book-master.tex docs/preface.tex
+STAGE_TEX := docs/preamble.tex docs/stage-master.tex docs/alone-note.tex
 
 # noweave's pipeline with the index, and tools/nwrefs around noidx so that only real
 # uses are linked and counted: markup | finduses | nwrefs uses | noidx | nwrefs selfuses
@@ -321,22 +333,22 @@ $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) 
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
 
 build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW)) \
-                    build/results/crosscheck.txt tools/bookcheck
+                    build/results/crosscheck.txt tools/bookcheck tools/texpdf
 	mkdir -p $(@D)
 	printf '\\input{book-master}\n' > build/tex/book.tex
-	cd build/tex && $(TEXENV) $(LATEXMK) book.tex > book.latexmk.log 2>&1 \
-	  || { tail -n 40 book.log; exit 1; }
+	cd build/tex && $(TEXENV) ../../tools/texpdf book book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
+	  > book.texpdf.log 2>&1 || { tail -n 40 book.log; tail -n 3 book.texpdf.log; exit 1; }
 	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX)
 	cp build/tex/book.pdf $@
 
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
                        build/results/stage-%-tests.tex build/results/stage-%-adds.tex \
                        $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
-                       $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) tools/bookcheck
+                       $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) tools/bookcheck tools/texpdf
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
-	cd build/tex && $(TEXENV) $(LATEXMK) stage-$*.tex > stage-$*.latexmk.log 2>&1 \
-	  || { tail -n 40 stage-$*.log; exit 1; }
+	cd build/tex && $(TEXENV) ../../tools/texpdf stage-$* stage-$*-body.tex $(addprefix ../../,$(STAGE_TEX)) \
+	  > stage-$*.texpdf.log 2>&1 || { tail -n 40 stage-$*.log; tail -n 3 stage-$*.texpdf.log; exit 1; }
 	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
 	cp build/tex/stage-$*.pdf $@
 

@@ -5,6 +5,7 @@
 #include <unistd.h> /* rmdir */
 
 #include "autodiffdemo.h"
+#include "cli.h"
 #include "graph.h"
 #include "value.h"
 
@@ -487,6 +488,30 @@ Test(stage03, program_help_and_chain)
               run.output);
 }
 
+/* The plan limit (PLAN_NODES_MAX = 2^24 nodes on all the run's tapes): the longest chain
+ * within it passes the check and reaches its first allocation, which LITGRAD_FAIL_ALLOC=1
+ * fails; one more addition is refused by the rule before any allocation: exit 1, one
+ * line naming the rule and the numbers, nothing on stdout. */
+Test(stage03, program_chain_within_the_plan_limit_runs_and_one_more_is_refused)
+{
+    static LgRun run;
+    cr_assert_eq(PLAN_NODES_MAX, (size_t)16777216);
+    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 16777151");
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert(strncmp(run.err, "stage-03: error: out of memory: ", 32) == 0, "%s",
+              run.err);
+    cr_assert_str_eq(run.out, "");
+    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 16777152");
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert_str_eq(run.err, "stage-03: error: plan limit exceeded: the plan needs "
+                              "16777217 nodes (0.8 GB), limit 16777216\n");
+    cr_assert_str_eq(run.out, "");
+    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 134217727");
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert(strstr(run.err, "the plan needs 134217792 nodes (6.4 GB), limit 16777216\n"),
+              "%s", run.err);
+}
+
 /* Figure 3.1: the node titled p0 is x0 * w0 (data 6), whatever order the compiler gives
  * to the arguments of a call -- the program builds one node per statement. */
 Test(stage03, figure_data_draws_p0_as_x0_times_w0)
@@ -499,13 +524,18 @@ Test(stage03, figure_data_draws_p0_as_x0_times_w0)
 }
 
 /* The program's second figure is the sweep of the same neuron, drawn by
- * graph_write_sweep_dot: ten boxes and nine contributions in five steps. */
+ * graph_write_sweep_dot: ten rows and nine contributions in five steps. */
 Test(stage03, figure_data_draws_the_sweep_of_the_neuron)
 {
     char *dot = figure_text("stage-03", "fig-03-sweep.dot");
-    cr_assert(strstr(dot, "  v9 [label=\"9\\no\\n= tanh(n)\\ngrad 1\"];\n"), "%s", dot);
-    cr_assert(strstr(dot, "  v9 -> v8 [xlabel=\"1\"];\n"), "%s", dot);
-    cr_assert(strstr(dot, "  v5 -> v1 [xlabel=\"5\"];\n"), "%s", dot);
+    cr_assert(strstr(dot, "<TD WIDTH=\"14\" HEIGHT=\"18\">9</TD>"
+                          "<TD WIDTH=\"80\" HEIGHT=\"18\" ALIGN=\"LEFT\">o = tanh(n)</TD>"
+                          "<TD WIDTH=\"86\" HEIGHT=\"18\" ALIGN=\"LEFT\">grad 1</TD>"),
+              "%s", dot);
+    cr_assert(strstr(dot, "  v9_1a -> v8_1a;\n"), "%s", dot);
+    cr_assert(strstr(dot, "  v5_5b -> v1_5b;\n"), "%s", dot);
+    cr_assert(strstr(dot, "  step5 [shape=plaintext"), "%s", dot);
+    cr_assert_null(strstr(dot, "step6"), "five steps: %s", dot);
     free(dot);
 }
 
@@ -548,19 +578,20 @@ Test(stage03, program_refuses_bad_command_lines_alike)
 }
 
 /* Contracts before computation: with too little memory for the chain's tape the program
- * fails before its first line, not after half of its examples. Allocations above 1 GB
- * are made to fail: by a virtual-memory limit, or under AddressSanitizer (whose shadow
- * needs far more address space than any limit) by its own allocation limit. */
+ * fails before its first line, not after half of its examples. The chain, 16 million
+ * additions, is within the plan limit (2^24 nodes) and takes 768 MB; allocations above
+ * 512 MB are made to fail: by a virtual-memory limit, or under AddressSanitizer (whose
+ * shadow needs far more address space than any limit) by its own allocation limit. */
 Test(stage03, too_little_memory_fails_before_anything_is_printed)
 {
 #if defined(__SANITIZE_ADDRESS__)
     const char *limit = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
-                        "allocator_may_return_null=1:max_allocation_size_mb=1024\"";
+                        "allocator_may_return_null=1:max_allocation_size_mb=512\"";
 #else
-    const char *limit = "ulimit -v 1048576 &&";
+    const char *limit = "ulimit -v 524288 &&";
 #endif
     char command[512];
-    snprintf(command, sizeof command, "%s %s/stage-03 --chain 100000000 2>/dev/null", limit,
+    snprintf(command, sizeof command, "%s %s/stage-03 --chain 16000000 2>&1", limit,
              lg_bin_dir_word());
     FILE *pipe = popen(command, "r");
     cr_assert_not_null(pipe);
@@ -569,7 +600,8 @@ Test(stage03, too_little_memory_fails_before_anything_is_printed)
     out[used] = '\0';
     int raw = pclose(pipe);
     cr_assert(WIFEXITED(raw) && WEXITSTATUS(raw) == 1, "%s: status %d", command, raw);
-    cr_assert_str_eq(out, "", "printed before failing: %s", out);
+    cr_assert(strstr(out, "stage-03: error: out of memory: ") != NULL, "%s", out);
+    cr_assert_null(strstr(out, "Stage 03:"), "printed before failing: %s", out);
 }
 
 /* The drawing of the sweep (Stage 03, "Drawing the sweep") on the chapter's neuron: boxes
@@ -594,16 +626,30 @@ Test(stage03, the_sweep_is_drawn_step_by_step_from_the_output_down)
     cr_assert_not_null(out);
     graph_write_sweep_dot(out, t, o, names);
     fclose(out);
-    cr_assert(strstr(text, "  v9 [label=\"9\\no\\n= tanh(n)\\ngrad 1\"];\n"), "%s", text);
-    cr_assert(strstr(text, "  v0 [label=\"0\\nx0\\ngrad 1.5729\"];\n"), "%s", text);
+    /* a row: position, title = form, gradient, in cells as wide as the widest of each
+     * column at 6 points a character and 8 more: "9", "p0 = x0 * w0", "grad 0.786448" */
+    static const char *const rows[] = {
+        ">9</TD><TD WIDTH=\"80\" HEIGHT=\"18\" ALIGN=\"LEFT\">o = tanh(n)</TD>"
+        "<TD WIDTH=\"86\" HEIGHT=\"18\" ALIGN=\"LEFT\">grad 1</TD>",
+        "<TD WIDTH=\"14\" HEIGHT=\"18\">0</TD><TD WIDTH=\"80\" HEIGHT=\"18\" "
+        "ALIGN=\"LEFT\">x0</TD><TD WIDTH=\"86\" HEIGHT=\"18\" "
+        "ALIGN=\"LEFT\">grad 1.5729</TD>",
+        "  v9 [shape=plaintext, style=solid, pos=\"0,-180!\"",
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        cr_assert(strstr(text, rows[i]), "%s missing: %s", rows[i], text);
+    /* vI_KL -> vP_KL: at step K, node I passes to its parent P in lane L (its operand) */
     static const char *const arrows[] = {
-        "v9 -> v8 [xlabel=\"1\"]", "v8 -> v7 [xlabel=\"2\"]", "v8 -> v4 [xlabel=\"2\"]",
-        "v7 -> v5 [xlabel=\"3\"]", "v7 -> v6 [xlabel=\"3\"]", "v6 -> v2 [xlabel=\"4\"]",
-        "v6 -> v3 [xlabel=\"4\"]", "v5 -> v0 [xlabel=\"5\"]", "v5 -> v1 [xlabel=\"5\"]",
+        "  v9_1a -> v8_1a;\n", "  v8_2a -> v7_2a;\n", "  v8_2b -> v4_2b;\n",
+        "  v7_3a -> v5_3a;\n", "  v7_3b -> v6_3b;\n", "  v6_4a -> v2_4a;\n",
+        "  v6_4b -> v3_4b;\n", "  v5_5a -> v0_5a;\n", "  v5_5b -> v1_5b;\n",
     };
     size_t count = 0;
-    for (const char *p = text; (p = strstr(p, "[xlabel=")) != NULL; p++)
-        count++;
+    for (const char *line = strstr(text, "\n  v"); line != NULL;
+         line = strstr(line + 1, "\n  v")) {
+        const char *end = strchr(line + 1, '\n'), *arrow = strstr(line, " -> ");
+        count += arrow != NULL && arrow < end;
+    }
     cr_assert_eq(count, sizeof arrows / sizeof arrows[0], "one arrow per contribution: %s", text);
     for (size_t i = 0; i < sizeof arrows / sizeof arrows[0]; i++)
         cr_assert(strstr(text, arrows[i]), "%s missing: %s", arrows[i], text);
@@ -624,8 +670,10 @@ Test(stage03, the_sweep_drawing_skips_what_backward_skips)
     FILE *out = open_memstream(&text, &size);
     graph_write_sweep_dot(out, t, y, NULL);
     fclose(out);
-    cr_assert(strstr(text, "v2 -> v0 [xlabel=\"1\"]"), "%s", text);
-    cr_assert_null(strstr(text, "v1 -> v0"), "the log beside the output passes nothing: %s", text);
+    cr_assert(strstr(text, "  v2_1a -> v0_1a;\n"), "%s", text);
+    cr_assert_null(strstr(text, "v1_"), "the log beside the output passes nothing: %s",
+                   text);
+    cr_assert_null(strstr(text, "step2"), "one step only: %s", text);
     (void)l;
     free(text);
     tape_free(&t);
