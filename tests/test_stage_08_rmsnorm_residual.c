@@ -709,6 +709,9 @@ Test(stage08, program_broken_rules_exit_1_with_one_line_and_no_output)
         {"--param-budget 67", "parameter budget exceeded: need 68, limit 67"},
         {"--node-budget 291", "node budget exceeded: need 292, limit 291"},
         {"--blocks 2 --node-budget 583", "node budget exceeded: need 584, limit 583"},
+        /* the plan limit of the book's programs (Stage 03), before the model exists */
+        {"--width 2048 --hidden 2048 --batch 1", "plan limit exceeded: the plan needs "
+                                                 "25178114 nodes (1.2 GB), limit 16777216"},
         {"--eps 0 --zero-row", "forward made nan at res.fc1.rmsnorm (step 1), row 1, tape "
                                "position 28: ms + eps = 0 (eps 0)"},
     };
