@@ -363,30 +363,32 @@ Test(stage01, program_refuses_bad_command_lines_alike)
     cr_assert_geq(n, 25);
 }
 
+/* Run stage-01 with NAME=value for each of `values`: each is a usage error (exit 2),
+ * nothing on standard output, and standard error starts with `message`. */
+static void expect_bad_environment(const char *name, const char *const values[],
+                                   size_t count, const char *message)
+{
+    static LgRun run;
+    for (size_t i = 0; i < count; i++) {
+        char env[64];
+        snprintf(env, sizeof env, "%s=%s", name, values[i]);
+        lg_run(&run, env, "stage-01", "");
+        cr_assert_eq(run.status, 2, "%s: exit %d", env, run.status);
+        cr_assert_str_eq(run.out, "", "%s: nothing on standard output", env);
+        cr_assert(strncmp(run.err, message, strlen(message)) == 0, "%s: %s", env, run.err);
+    }
+}
+
 Test(stage01, a_bad_litgrad_fail_alloc_is_a_usage_error)
 {
     static const char *const values[] = {"''", "0", "x", "-1", "0x10", "1e3", "'3 '",
                                          "99999999999999999999999"};
-    static LgRun run;
-    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
-        char env[64];
-        snprintf(env, sizeof env, "LITGRAD_FAIL_ALLOC=%s", values[i]);
-        lg_run(&run, env, "stage-01", "");
-        cr_assert_eq(run.status, 2, "%s: exit %d", env, run.status);
-        cr_assert_str_eq(run.out, "", "%s: nothing on standard output", env);
-        cr_assert(strstr(run.err, "stage-01: error: LITGRAD_FAIL_ALLOC must be an integer"),
-                  "%s: %s", env, run.err);
-    }
+    expect_bad_environment("LITGRAD_FAIL_ALLOC", values, sizeof values / sizeof values[0],
+                           "stage-01: error: LITGRAD_FAIL_ALLOC must be an integer");
     static const char *const walks[] = {"''", "/no/such/directory", "/dev/null"};
-    for (size_t i = 0; i < sizeof walks / sizeof walks[0]; i++) {
-        char env[64];
-        snprintf(env, sizeof env, "LITGRAD_FAIL_WALK=%s", walks[i]);
-        lg_run(&run, env, "stage-01", "");
-        cr_assert_eq(run.status, 2, "%s: exit %d", env, run.status);
-        cr_assert_str_eq(run.out, "", "%s: nothing on standard output", env);
-        cr_assert(strstr(run.err, "stage-01: error: LITGRAD_FAIL_WALK must name a directory"),
-                  "%s: %s", env, run.err);
-    }
+    expect_bad_environment("LITGRAD_FAIL_WALK", walks, sizeof walks / sizeof walks[0],
+                           "stage-01: error: LITGRAD_FAIL_WALK must name a directory");
+    static LgRun run;
     lg_run(&run, "LITGRAD_FAIL_ALLOC=2", "stage-01", "");
     cr_assert_eq(run.status, 1, "the second allocation is the tape's nodes");
     cr_assert_str_eq(run.out, "", "the demonstration's first tape is made before it prints");
