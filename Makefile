@@ -126,9 +126,10 @@ CC_ONCE = tools/cc-once $(B)/objcache $@ $(1) $(CC) $(or $(2),$(CFLAGS)) -fmacro
 # A path as a C string literal in one shell word: its \ and " escaped for C, then the
 # whole quoted for the shell, so that a clone builds under any directory name.
 c_string_word = '"$(subst ','\'',$(subst ",\",$(subst \,\\,$(1))))"'
+DATA_DIR_DEFINE = -DLG_DATA_DIR=$(call c_string_word,$(CURDIR)/data)
 
 $(B)/obj/%.o: $(T)/%.c tools/cc-once
-	$(call CC_ONCE,$(<D)) -DLG_DATA_DIR=$(call c_string_word,$(CURDIR)/data) $<
+	$(call CC_ONCE,$(<D)) $(DATA_DIR_DEFINE) $<
 
 # The tests of stage M compiled against stage N's headers (they may run the stage
 # programs, found through LG_BIN_DIR). What differs by stage N is the headers; the stage
@@ -370,7 +371,7 @@ bench_header = printf 'measured on %s (%s cores) with %s %s\n' \
 BENCH_BINS := $(foreach n,$(BENCH_STAGES),build/bench/bin/stage-$(n))
 BENCH_MODELS := $(foreach n,$(BENCH_STAGES),build/bench/obj/stage_$(n)/model.o)
 $(BENCH_MODELS): build/bench/obj/stage_%/model.o: $(T)/stage_%/model.c tools/cc-once
-	$(call CC_ONCE,$(<D)) -DLG_DATA_DIR='"$(CURDIR)/data"' -DLG_NO_EXECUTOR_CHECKS $<
+	$(call CC_ONCE,$(<D)) $(DATA_DIR_DEFINE) -DLG_NO_EXECUTOR_CHECKS $<
 BENCH_LIBS := $(foreach n,$(BENCH_STAGES),build/bench/obj/stage_$(n)/lib.a)
 $(BENCH_LIBS): build/bench/obj/stage_%/lib.a: build/obj/stage_%/lib.a build/bench/obj/stage_%/model.o
 	cp $< $@.tmp && ar rs $@.tmp $(@D)/model.o && mv $@.tmp $@
