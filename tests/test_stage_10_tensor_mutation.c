@@ -550,6 +550,8 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
          "--input i: scalar 2.5 is not an i64 value (an integer in [-2^63, 2^63 - 1])"},
         {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x must be a number: got 'z'"},
         {{"x=[1, 2, 3", "i=2", "b=1"}, 3, "--input x: a list must end with ']': got '[1, 2, 3'"},
+        {{"x=[]", "i=2", "b=1"}, 3, "--input x: a list holds at least one number: got '[]'"},
+        {{"x=1", "i=[ ]", "b=1"}, 3, "--input i: a list holds at least one number: got '[ ]'"},
     };
     for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
         cr_assert_neq(runner_make_inputs(fn, (char *const *)bad[c].specs, bad[c].n, inputs, &err),
