@@ -67,7 +67,7 @@ RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stag
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-quick test-stage run-stage diff-stage lint bench clean deps \
+.PHONY: all stages pdf test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
         crosscheck program-share
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
@@ -214,7 +214,7 @@ test-quick: lint
 # make instead of one per stage: each reads the Makefile and checks the whole tree again,
 # about a second of CPU each.)
 run_tests = mkdir -p $(B)/log && rm -f $(addprefix $(B)/log/stage-,$(addsuffix .*,$(1))); \
-	if $(MAKE) --no-print-directory -k SAN=$(SAN) $(foreach n,$(1),$(B)/test/stage-$(n)); then \
+	if $(MAKE) --no-print-directory -k SAN=$(SAN) test-bins TEST_STAGES='$(1)'; then \
 	  for n in $(1); do \
 	    tools/run-tests $$n $(B)/test/stage-$$n $(B)/log $(if $(filter 1,$(2)),own) || :; done; \
 	else \
@@ -223,6 +223,11 @@ run_tests = mkdir -p $(B)/log && rm -f $(addprefix $(B)/log/stage-,$(addsuffix .
 	      [ -f $(B)/log/stage-$$n.status ] || echo "build failed" > $(B)/log/stage-$$n.status; fi; \
 	  done; \
 	fi
+
+# The test binaries of TEST_STAGES, for run_tests: a goal of its own, so that make does
+# not print "is up to date" for each binary that is.
+test-bins: $(foreach n,$(TEST_STAGES),$(B)/test/stage-$(n))
+	@:
 
 run-stage: $(B)/bin/stage-$(NN)
 	@$(B)/bin/stage-$(NN) $(ARGS)
