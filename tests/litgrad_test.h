@@ -591,37 +591,14 @@ static inline void lg_expect_out_of_memory(const char *program, const char *args
               "standard error: %s", program, args, k, err);
 }
 
-/* Run "<program> <args>" normally, then with LITGRAD_FAIL_ALLOC=k for k = 1, 2, ...
- * until a run exits 0. Each run must either exit 1 with one line on standard error, the
- * out-of-memory message, or exit 0 with exactly the normal output. Returns the number of
- * allocations the run makes (the last k that failed). One process per k: for a run that
- * writes files of its own (see lg_walk_allocation_failures). */
-static inline size_t lg_walk_allocation_failures_one_by_one(const char *program,
-                                                            const char *args)
-{
-    static LgRun normal, run;
-    lg_run(&normal, "", program, args);
-    cr_assert_eq(normal.status, 0, "%s %s: exit %d: %s", program, args, normal.status,
-                 normal.err);
-    for (size_t k = 1;; k++) {
-        char env[64];
-        snprintf(env, sizeof env, "LITGRAD_FAIL_ALLOC=%zu", k);
-        lg_run(&run, env, program, args);
-        if (run.status == 0) {
-            cr_assert_str_eq(run.out, normal.out, "%s %s, %s: exit 0 with other output",
-                             program, args, env);
-            return k - 1;
-        }
-        lg_expect_out_of_memory(program, args, k, run.status, run.err);
-    }
-}
-
-/* The same walk in one run, LITGRAD_FAIL_WALK (Stage 01, "Every failure in one run"): the
- * program forks at each allocation k and the child is the run LITGRAD_FAIL_ALLOC=k makes;
- * its standard error is what the parent had written before the fork followed by the
- * child's DIR/k.err. Each such run is checked as above, and the parent, which no
- * allocation failed, must exit 0 with exactly the normal output. For a run that writes no
- * file of its own: a child's clean-up would change the files its parent finds. */
+/* Run "<program> <args>" normally, then once with LITGRAD_FAIL_WALK (Stage 01, "Every
+ * failure in one run"): the program forks at each allocation k and the child is the run
+ * LITGRAD_FAIL_ALLOC=k makes; its standard error is what the parent had written before
+ * the fork followed by the child's DIR/k.err. Each such run must exit 1 with one line on
+ * standard error, the out-of-memory message, and the parent, which no allocation failed,
+ * must exit 0 with exactly the normal output. Returns the number of allocations the run
+ * makes. A program that writes files of its own leaves them to the run that made them
+ * (Stage 09's scratch directory): a child's clean-up would change what its parent finds. */
 static inline size_t lg_walk_allocation_failures(const char *program, const char *args)
 {
     static LgRun normal, run;
