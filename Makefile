@@ -67,7 +67,7 @@ RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stag
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-quick test-stage run-stage diff-stage lint bench clean deps \
+.PHONY: all stages pdf test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
         crosscheck program-share
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
@@ -214,7 +214,7 @@ test-quick: lint
 # make instead of one per stage: each reads the Makefile and checks the whole tree again,
 # about a second of CPU each.)
 run_tests = mkdir -p $(B)/log && rm -f $(addprefix $(B)/log/stage-,$(addsuffix .*,$(1))); \
-	if $(MAKE) --no-print-directory -k SAN=$(SAN) $(foreach n,$(1),$(B)/test/stage-$(n)); then \
+	if $(MAKE) --no-print-directory -k SAN=$(SAN) test-bins TEST_STAGES='$(1)'; then \
 	  for n in $(1); do \
 	    tools/run-tests $$n $(B)/test/stage-$$n $(B)/log $(if $(filter 1,$(2)),own) || :; done; \
 	else \
@@ -223,6 +223,11 @@ run_tests = mkdir -p $(B)/log && rm -f $(addprefix $(B)/log/stage-,$(addsuffix .
 	      [ -f $(B)/log/stage-$$n.status ] || echo "build failed" > $(B)/log/stage-$$n.status; fi; \
 	  done; \
 	fi
+
+# The test binaries of TEST_STAGES, for run_tests: a goal of its own, so that make does
+# not print "is up to date" for each binary that is.
+test-bins: $(foreach n,$(TEST_STAGES),$(B)/test/stage-$(n))
+	@:
 
 run-stage: $(B)/bin/stage-$(NN)
 	@$(B)/bin/stage-$(NN) $(ARGS)
@@ -308,6 +313,17 @@ DOCS := $(wildcard docs/*.tex docs/*.bib)
 BOOK_TEX := docs/preamble.tex docs/book-master.tex docs/preface.tex
 STAGE_TEX := docs/preamble.tex docs/stage-master.tex docs/alone-note.tex
 
+# Every pass of pdflatex starts from a format that holds the class and docs/preamble.tex
+# already loaded (docs/preamble-format.ltx): loading them is about half of a pass of a
+# stage printed alone. It is made again when the preamble or the system's LaTeX format
+# changes.
+PREAMBLE_FMT := build/tex/lgpreamble.fmt
+$(PREAMBLE_FMT): docs/preamble.tex docs/preamble-format.ltx $(shell kpsewhich -engine=pdftex pdflatex.fmt) | deps
+	mkdir -p $(@D)
+	cd $(@D) && $(TEXENV) pdflatex -ini -interaction=nonstopmode -halt-on-error \
+	  -jobname=$(basename $(@F)) '&pdflatex' preamble-format.ltx > $(basename $(@F)).ini.log 2>&1 \
+	  || { tail -n 20 $(basename $(@F)).log; exit 1; }
+
 # noweave's pipeline with the index, and tools/nwrefs around noidx so that only real
 # uses are linked and counted: markup | finduses | nwrefs uses | noidx | nwrefs selfuses
 # | totex. ("-indexfrom /dev/null" adds noidx and tells totex to write the index; its
@@ -334,10 +350,10 @@ $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) 
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
 
 build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW)) \
-                    build/results/crosscheck.txt tools/bookcheck tools/texpdf
+                    build/results/crosscheck.txt $(PREAMBLE_FMT) tools/bookcheck tools/texpdf
 	mkdir -p $(@D)
 	printf '\\input{book-master}\n' > build/tex/book.tex
-	cd build/tex && $(TEXENV) ../../tools/texpdf book book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
+	cd build/tex && $(TEXENV) ../../tools/texpdf -fmt $(basename $(notdir $(PREAMBLE_FMT))) book book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
 	  > book.texpdf.log 2>&1 || { tail -n 40 book.log; tail -n 3 book.texpdf.log; exit 1; }
 	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX)
 	cp build/tex/book.pdf $@
@@ -345,10 +361,11 @@ build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(ca
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
                        build/results/stage-%-tests.tex build/results/stage-%-adds.tex \
                        $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
-                       $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) tools/bookcheck tools/texpdf
+                       $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) $(PREAMBLE_FMT) \
+                       tools/bookcheck tools/texpdf
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
-	cd build/tex && $(TEXENV) ../../tools/texpdf stage-$* stage-$*-body.tex $(addprefix ../../,$(STAGE_TEX)) \
+	cd build/tex && $(TEXENV) ../../tools/texpdf -fmt $(basename $(notdir $(PREAMBLE_FMT))) stage-$* stage-$*-body.tex $(addprefix ../../,$(STAGE_TEX)) \
 	  > stage-$*.texpdf.log 2>&1 || { tail -n 40 stage-$*.log; tail -n 3 stage-$*.texpdf.log; exit 1; }
 	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
 	cp build/tex/stage-$*.pdf $@

@@ -461,6 +461,21 @@ Test(stage01, an_output_that_is_not_a_regular_file_is_refused_and_left_alone,
     cr_assert_eq(rmdir(dir), 0);
 }
 
+/* A directory that takes no new file when the file is created (it vanished, or root
+ * passed access() on /proc) is the user's bad path, exit 2 as the up-front check's. */
+Test(stage01, a_directory_that_takes_no_file_is_a_bad_path, .init = cr_redirect_stderr)
+{
+    LgError err = LG_ERROR_INIT;
+    char temp[160];
+    const char *path = "/tmp/litgrad-no-such-directory/fig.dat";
+    cr_assert_eq(cli_open_temp(path, temp, sizeof temp, &err), -1);
+    cr_assert_eq(err.status, LG_ERR_PATH);
+    cr_assert_str_eq(err.message, "cannot write /tmp/litgrad-no-such-directory/fig.dat: "
+                                  "No such file or directory");
+    cr_assert_str_eq(temp, "");
+    cr_assert_eq(cli_fail(CLI_EXIT_RULE, &err), CLI_EXIT_USAGE);
+}
+
 /* Every program hints at what a word like -1 must be, in one line (cli, for all). */
 Test(stage01, every_program_explains_a_number_read_as_an_option)
 {

@@ -714,6 +714,9 @@ Test(stage08, program_broken_rules_exit_1_with_one_line_and_no_output)
                                                  "25178114 nodes (1.2 GB), limit 16777216"},
         {"--eps 0 --zero-row", "forward made nan at res.fc1.rmsnorm (step 1), row 1, tape "
                                "position 28: ms + eps = 0 (eps 0)"},
+        /* -0 is read as 0 (Stage 01, read_double): the message says eps 0 */
+        {"--eps -0 --zero-row", "forward made nan at res.fc1.rmsnorm (step 1), row 1, tape "
+                                "position 28: ms + eps = 0 (eps 0)"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         lg_run(&run, "", "stage-08", cases[k].args);

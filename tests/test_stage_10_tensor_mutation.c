@@ -263,6 +263,15 @@ Test(stage10, i64_numbers_are_exact_over_the_whole_int64_range)
                             "t", &refused));
     cr_assert_str_eq(refused.message, "t:2:3: scalar 9223372036854775808 is outside the i64 "
                      "range [-2^63, 2^63 - 1]");
+    /* beyond 10^21 the number is printed in 17 significant digits, not 301 */
+    cr_assert_null(ir_parse("def f(%i: i64[]) {\n  add_(%i, -1e300)\n  return\n}\n", "t",
+                            &refused));
+    cr_assert_str_eq(refused.message, "t:2:3: scalar -1.0000000000000001e+300 is outside the "
+                     "i64 range [-2^63, 2^63 - 1]");
+    cr_assert_null(ir_parse("def f(%i: i64[]) {\n  add_(%i, 99999999999999991611392)\n"
+                            "  return\n}\n", "t", &refused));
+    cr_assert_str_eq(refused.message, "t:2:3: scalar 9.9999999999999992e+22 is outside the "
+                     "i64 range [-2^63, 2^63 - 1]");
 }
 
 Test(stage10, int64_arithmetic_wraps_instead_of_being_undefined)
@@ -541,6 +550,8 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
          "--input i: scalar 2.5 is not an i64 value (an integer in [-2^63, 2^63 - 1])"},
         {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x must be a number: got 'z'"},
         {{"x=[1, 2, 3", "i=2", "b=1"}, 3, "--input x: a list must end with ']': got '[1, 2, 3'"},
+        {{"x=[]", "i=2", "b=1"}, 3, "--input x: a list holds at least one number: got '[]'"},
+        {{"x=1", "i=[ ]", "b=1"}, 3, "--input i: a list holds at least one number: got '[ ]'"},
     };
     for (size_t c = 0; c < sizeof bad / sizeof bad[0]; c++) {
         cr_assert_neq(runner_make_inputs(fn, (char *const *)bad[c].specs, bad[c].n, inputs, &err),
