@@ -34,14 +34,20 @@ SANITIZERS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 # changed, and their own code is not what runs long (the library's, at -O2, is). The
 # warnings that need the optimiser (-Wmaybe-uninitialized) still see them under SAN=1,
 # which CI runs.
+# The programs are linked statically, except under SAN=1 (the sanitizers' runtime needs
+# the shared C library): the tests start them several thousand times, and a dynamic
+# program's start (mapping zlib, Nettle, libm and the C library, relocating them) cost
+# here about twice that of a static one.
 ifeq ($(SAN),1)
 B := build/san
 CFLAGS := $(WARNINGS) -O1 -g $(SANITIZERS)
 TEST_CFLAGS := $(CFLAGS)
+PROGRAM_LDFLAGS :=
 else
 B := build
 CFLAGS := $(WARNINGS) -O2 -g
 TEST_CFLAGS := $(WARNINGS) -O0 -g
+PROGRAM_LDFLAGS := -static
 endif
 LDLIBS := -lz -lnettle -lm
 T := build/tangle
@@ -151,15 +157,18 @@ $(LIBS): $(B)/obj/stage_%/lib.a: $$(call lib_objs,$$*)
 
 $(BINS): $(B)/bin/stage-%: $(B)/obj/stage_$$*/stage-$$*.o $(B)/obj/stage_%/lib.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Criterion re-executes the test binary for every test, so what the binary loads at
 # start is paid about two thousand times by make test. It is linked statically, and
 # without libgit2, which it uses only to draw diffs that litgrad's assertions never ask
-# for: tests/criterion_nodiff.c says why and what replaces them. Left dynamic: nanomsg
-# (Debian ships no static archive of it) and the C library.
+# for: tests/criterion_nodiff.c says why and what replaces them. zlib and Nettle are
+# linked statically too, and the binary is not position-independent (nothing to relocate
+# at start). Left dynamic: nanomsg (Debian ships no static archive of it), and with it the
+# C library and libm.
 CRITERION := $(B)/testobj/criterion_nodiff.o -Wl,-Bstatic -lcriterion -lprotobuf-nanopb \
   -lboxfort -lffi -Wl,-Bdynamic -lnanomsg -pthread -lrt
+TEST_LDLIBS := -Wl,-Bstatic -lz -lnettle -Wl,-Bdynamic -lm
 
 $(B)/testobj/criterion_nodiff.o: tests/criterion_nodiff.c
 	@mkdir -p $(@D)
@@ -169,8 +178,8 @@ $(B)/testobj/criterion_nodiff.o: tests/criterion_nodiff.c
 $(TESTBINS): $(B)/test/stage-%: $$(call test_objs,$$*) $(B)/testobj/stage_%/lg_stage.o \
                    $(B)/obj/stage_%/lib.a $(B)/testobj/criterion_nodiff.o $$(call bins_upto,$$*) | deps
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $(call test_objs,$*) $(B)/testobj/stage_$*/lg_stage.o \
-	  $(B)/obj/stage_$*/lib.a $(CRITERION) $(LDLIBS)
+	$(CC) $(CFLAGS) -no-pie -o $@ $(call test_objs,$*) $(B)/testobj/stage_$*/lg_stage.o \
+	  $(B)/obj/stage_$*/lib.a $(CRITERION) $(TEST_LDLIBS)
 
 # ---- tests -------------------------------------------------------------------------------
 ifneq ($(filter test-stage run-stage,$(MAKECMDGOALS)),)
@@ -394,7 +403,7 @@ $(BENCH_LIBS): build/bench/obj/stage_%/lib.a: build/obj/stage_%/lib.a build/benc
 	cp $< $@.tmp && ar rs $@.tmp $(@D)/model.o && mv $@.tmp $@
 $(BENCH_BINS): build/bench/bin/stage-%: build/obj/stage_$$*/stage-$$*.o build/bench/obj/stage_%/lib.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BENCH_RESULTS): build/results/bench-%.txt: build/bench/bin/stage-%
 	mkdir -p $(@D)
@@ -438,7 +447,7 @@ $(B)/xcobj/crosscheck-export.o: $(XC)/crosscheck-export.c tools/cc-once
 
 $(B)/bin/crosscheck-export: $(B)/xcobj/crosscheck-export.o $(B)/obj/stage_$(LAST)/lib.a
 	mkdir -p $(@D)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # The last stage's tests also run the exporter, for its command line (PyTorch not needed).
 $(B)/test/stage-$(LAST): $(B)/bin/crosscheck-export
