@@ -163,9 +163,10 @@ $(BINS): $(B)/bin/stage-%: $(B)/obj/stage_$$*/stage-$$*.o $(B)/obj/stage_%/lib.a
 # start is paid about two thousand times by make test. It is linked statically, and
 # without libgit2, which it uses only to draw diffs that litgrad's assertions never ask
 # for: tests/criterion_nodiff.c says why and what replaces them. zlib and Nettle are
-# linked statically too, and the binary is not position-independent (nothing to relocate
-# at start). Left dynamic: nanomsg (Debian ships no static archive of it), and with it the
-# C library and libm.
+# linked statically too, the binary is not position-independent (nothing of its own to
+# relocate at start), and its calls into the shared libraries are bound once at start
+# (-z now) rather than each on its first call in every test. Left dynamic: nanomsg (Debian
+# ships no static archive of it), and with it the C library and libm.
 CRITERION := $(B)/testobj/criterion_nodiff.o -Wl,-Bstatic -lcriterion -lprotobuf-nanopb \
   -lboxfort -lffi -Wl,-Bdynamic -lnanomsg -pthread -lrt
 TEST_LDLIBS := -Wl,-Bstatic -lz -lnettle -Wl,-Bdynamic -lm
@@ -178,8 +179,8 @@ $(B)/testobj/criterion_nodiff.o: tests/criterion_nodiff.c
 $(TESTBINS): $(B)/test/stage-%: $$(call test_objs,$$*) $(B)/testobj/stage_%/lg_stage.o \
                    $(B)/obj/stage_%/lib.a $(B)/testobj/criterion_nodiff.o $$(call bins_upto,$$*) | deps
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -no-pie -o $@ $(call test_objs,$*) $(B)/testobj/stage_$*/lg_stage.o \
-	  $(B)/obj/stage_$*/lib.a $(CRITERION) $(TEST_LDLIBS)
+	$(CC) $(CFLAGS) -no-pie -Wl,-z,now -o $@ $(call test_objs,$*) \
+	  $(B)/testobj/stage_$*/lg_stage.o $(B)/obj/stage_$*/lib.a $(CRITERION) $(TEST_LDLIBS)
 
 # ---- tests -------------------------------------------------------------------------------
 ifneq ($(filter test-stage run-stage,$(MAKECMDGOALS)),)

@@ -591,37 +591,15 @@ static inline void lg_expect_out_of_memory(const char *program, const char *args
               "standard error: %s", program, args, k, err);
 }
 
-/* Run "<program> <args>" normally, then with LITGRAD_FAIL_ALLOC=k for k = 1, 2, ...
- * until a run exits 0. Each run must either exit 1 with one line on standard error, the
- * out-of-memory message, or exit 0 with exactly the normal output. Returns the number of
- * allocations the run makes (the last k that failed). One process per k: for a run that
- * writes files of its own (see lg_walk_allocation_failures). */
-static inline size_t lg_walk_allocation_failures_one_by_one(const char *program,
-                                                            const char *args)
-{
-    static LgRun normal, run;
-    lg_run(&normal, "", program, args);
-    cr_assert_eq(normal.status, 0, "%s %s: exit %d: %s", program, args, normal.status,
-                 normal.err);
-    for (size_t k = 1;; k++) {
-        char env[64];
-        snprintf(env, sizeof env, "LITGRAD_FAIL_ALLOC=%zu", k);
-        lg_run(&run, env, program, args);
-        if (run.status == 0) {
-            cr_assert_str_eq(run.out, normal.out, "%s %s, %s: exit 0 with other output",
-                             program, args, env);
-            return k - 1;
-        }
-        lg_expect_out_of_memory(program, args, k, run.status, run.err);
-    }
-}
-
-/* The same walk in one run, LITGRAD_FAIL_WALK (Stage 01, "Every failure in one run"): the
- * program forks at each allocation k and the child is the run LITGRAD_FAIL_ALLOC=k makes;
- * its standard error is what the parent had written before the fork followed by the
- * child's DIR/k.err. Each such run is checked as above, and the parent, which no
- * allocation failed, must exit 0 with exactly the normal output. For a run that writes no
- * file of its own: a child's clean-up would change the files its parent finds. */
+/* Run "<program> <args>" normally, then once with LITGRAD_FAIL_WALK (Stage 01, "Every
+ * failure in one run"): the program forks at each allocation k and the child is the run
+ * LITGRAD_FAIL_ALLOC=k makes; its standard error is what the parent had written before
+ * the fork followed by the child's own part of DIR/children.err. Each such run must exit
+ * 1 with one line on standard error, the out-of-memory message, and the parent, which no
+ * allocation failed, must exit 0 with exactly the normal output. Returns the number of
+ * allocations the run makes. A program that writes files of its own leaves them to the
+ * run that made them (Stage 09's scratch directory): a child's clean-up would change
+ * what its parent finds. */
 static inline size_t lg_walk_allocation_failures(const char *program, const char *args)
 {
     static LgRun normal, run;
@@ -642,31 +620,45 @@ static inline size_t lg_walk_allocation_failures(const char *program, const char
                  args, run.status, err);
     cr_assert_str_eq(out, normal.out, "%s %s with every allocation walked: other output",
                      program, args);
+    /* The children's standard error, all of it: each run's part is a range of it. */
+    snprintf(path, sizeof path, "%s/children.err", dir);
+    struct stat info;
+    cr_assert_eq(stat(path, &info), 0, "%s: the program made no allocation", path);
+    size_t size = (size_t)info.st_size;
+    char *children = malloc(size + 1);
+    cr_assert_not_null(children);
+    FILE *in = fopen(path, "r");
+    cr_assert(in != NULL && fread(children, 1, size, in) == size, "cannot read %s", path);
+    fclose(in);
+    children[size] = '\0';
     snprintf(path, sizeof path, "%s/runs", dir);
     FILE *runs = fopen(path, "r");
-    size_t k = 0;
-    for (size_t at, out_shared, err_shared; runs != NULL &&
-         fscanf(runs, "%zu %d %zu %zu", &at, &run.status, &out_shared, &err_shared) == 4;) {
+    cr_assert_not_null(runs, "%s: the program made no allocation", path);
+    size_t k = 0, end = 0;
+    for (size_t at, out_shared, err_shared, from, to;
+         fscanf(runs, "%zu %d %zu %zu %zu %zu", &at, &run.status, &out_shared, &err_shared,
+                &from, &to) == 6;) {
         cr_assert_eq(at, ++k, "%s: the walk's runs are out of order", path);
         cr_assert_leq(err_shared, strlen(err), "%s: run %zu", path, k);
-        snprintf(path, sizeof path, "%s/%zu.err", dir, k);
-        char *own = lg_read_text(path);
-        snprintf(run.err, sizeof run.err, "%.*s%s", (int)err_shared, err, own);
-        free(own);
+        cr_assert(from == end && to >= from && to <= size, "%s: run %zu: its standard "
+                  "error is not the next part of children.err", path, k);
+        snprintf(run.err, sizeof run.err, "%.*s%.*s", (int)err_shared, err, (int)(to - from),
+                 children + from);
         lg_expect_out_of_memory(program, args, k, run.status, run.err);
-        unlink(path);
-        snprintf(path, sizeof path, "%s/%zu.out", dir, k);
-        cr_assert_eq(unlink(path), 0, "%s", path);
-        snprintf(path, sizeof path, "%s/runs", dir);
+        end = to;
     }
-    cr_assert_not_null(runs, "%s: the program made no allocation", path);
-    cr_assert(feof(runs), "%s: a line that is not 'k status out err'", path);
+    free(children);
+    cr_assert(feof(runs), "%s: a line that is not 'k status out err from to'", path);
+    cr_assert(k > 0 && end == size, "%s: %zu runs, and %zu bytes of children.err that no "
+              "run wrote", path, k, size - end);
     fclose(runs);
     unlink(path);
-    snprintf(path, sizeof path, "%s/all.out", dir);
-    unlink(path);
-    snprintf(path, sizeof path, "%s/all.err", dir);
-    unlink(path);
+    static const char *const files[4] = {"children.out", "children.err", "all.out",
+                                         "all.err"};
+    for (int f = 0; f < 4; f++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+        cr_assert_eq(unlink(path), 0, "%s", path);
+    }
     cr_assert_eq(rmdir(dir), 0, "%s: something was left", dir);
     return k;
 }

@@ -397,17 +397,13 @@ Test(stage01, a_bad_litgrad_fail_alloc_is_a_usage_error)
 }
 
 /* Every test binary walks the program of its own stage (LG_STAGE), so that each
- * program is walked once by `make test`, with the library it was built from. The walk
- * is one run (LITGRAD_FAIL_WALK), except for Stage 09's: its default run keeps
- * checkpoints in a directory of its own, which a run that failed an allocation removes
- * before the run it forked from is done with it; it is walked one run per allocation. */
+ * program is walked once by `make test`, with the library it was built from, in one run
+ * (LITGRAD_FAIL_WALK). */
 Test(stage01, every_program_stops_cleanly_at_each_allocation_failure)
 {
     char program[16];
     snprintf(program, sizeof program, "stage-%s", LG_STAGE);
-    size_t allocations = strcmp(LG_STAGE, "09") == 0
-                             ? lg_walk_allocation_failures_one_by_one(program, "")
-                             : lg_walk_allocation_failures(program, "");
+    size_t allocations = lg_walk_allocation_failures(program, "");
     cr_log_info("%s: %zu allocations walked\n", program, allocations);
 }
 
