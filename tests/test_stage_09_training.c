@@ -387,13 +387,15 @@ Test(stage09, bad_hyper_parameters_and_a_budget_one_short_are_refused_before_the
     run_close(&r);
 }
 
-Test(stage09, the_loop_allocates_nothing_over_100_steps)
+Test(stage09, the_loop_and_its_evaluation_allocate_nothing_over_100_steps)
 {
     Run r;
     run_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG);
     LgError err = LG_ERROR_INIT;
     TrainStepReport rep;
     cr_assert_eq(trainer_step(r.trainer, &rep, &err), LG_OK);
+    TrainEvaluator *ev = train_evaluator_new(r.model, 30, &err);
+    cr_assert_not_null(ev, "%s", err.message);
     size_t blocks = mem_live_blocks();
     mem_fail_at(1); /* any allocation from here on fails, and the step reports it */
     for (size_t i = 0; i < 100; i++) {
@@ -401,9 +403,14 @@ Test(stage09, the_loop_allocates_nothing_over_100_steps)
                      err.message);
         cr_assert_eq(rep.graph_nodes, 4224);
         cr_assert_eq(rep.scalar_ops, 4224);
+        TrainEvaluation e; /* the evaluation between epochs allocates nothing either */
+        cr_assert_eq(train_evaluator_run(ev, &r.test, NULL, &e, &err), LG_OK, "%s",
+                     err.message);
+        cr_assert_eq(e.count, 30);
     }
     mem_fail_at(0);
     cr_assert_eq(mem_live_blocks(), blocks);
+    train_evaluator_free(&ev);
     cr_assert_eq(r.trainer->at.epoch, 101 / 7);
     run_close(&r);
 }
@@ -990,4 +997,37 @@ Test(stage09, the_batch_range_is_the_larger_training_split)
 {
     cr_assert_eq(TRAINDEMO_BATCH_MAX, DATASET_DIGITS.rows - DATASET_DIGITS.rows / 5);
     cr_assert_lt(DATASET_IRIS.rows - DATASET_IRIS.rows / 5, TRAINDEMO_BATCH_MAX);
+}
+
+/* The rules of a run are checked from the data set's spec before anything is allocated:
+ * with every allocation failing (LITGRAD_FAIL_ALLOC=1) a run that breaks one still gets
+ * that rule's refusal, not "out of memory"; exit 1, one line, nothing on stdout. A run
+ * over the plan limit is refused at once with the limit's numbers: digits with a hidden
+ * width of 65,536 has 4,915,200 parameters, a step of 32 rows of 65 inputs + 9,830,390
+ * forward nodes + 32 loss nodes and an evaluator of 64 rows of 65 + 9,830,390. */
+Test(stage09, a_broken_rule_is_refused_before_anything_is_allocated)
+{
+    const struct { const char *env, *args, *message; } cases[] = {
+        {"LITGRAD_FAIL_ALLOC=1", "--node-budget 1 --epochs 1",
+         "step node budget exceeded: need 4224, limit 1"},
+        {"LITGRAD_FAIL_ALLOC=1", "--batch 121",
+         "batch must be in [1, 120] (the training examples): got 121"},
+        {"LITGRAD_FAIL_ALLOC=1", "--digits --hidden 65536 --epochs 1",
+         "plan limit exceeded: the plan needs 948639904 nodes (45.5 GB), limit 16777216"},
+        {"timeout 20", "--digits --hidden 65536 --epochs 1",
+         "plan limit exceeded: the plan needs 948639904 nodes (45.5 GB), limit 16777216"},
+        {"LITGRAD_FAIL_ALLOC=1", "--model res --hidden 27000 --digits",
+         "plan limit exceeded"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static LgRun run;
+        lg_run(&run, cases[i].env, "stage-09", cases[i].args);
+        cr_assert_eq(run.status, 1, "%s: %d %s", cases[i].args, run.status, run.err);
+        cr_assert_str_eq(run.out, "", "%s", cases[i].args);
+        char want[256];
+        snprintf(want, sizeof want, "stage-09: error: %s", cases[i].message);
+        cr_assert(strncmp(run.err, want, strlen(want)) == 0 &&
+                      strchr(run.err, '\n') == run.err + strlen(run.err) - 1,
+                  "%s: %s", cases[i].args, run.err);
+    }
 }
