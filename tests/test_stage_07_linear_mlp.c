@@ -1179,7 +1179,8 @@ Test(stage07, program_option_runs_print_key_value_lines)
     static const char *const keys[] = {"parameters: 20\n", "initializer calls: 20\n",
                                        "planned nodes: 76\n", "actual nodes: 76\n",
                                        "output shape: (2, 2)\n", "scalar ops: 76\n",
-                                       "nodes walked from the output: 76\n"};
+                                       "nodes walked from the output: 76\n",
+                                       "parameters unchanged: yes, checked\n"};
     for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
         cr_assert(strstr(run.output, keys[k]), "missing %s in\n%s", keys[k], run.output);
     run_program_stdout(&run, "stage-07", "--bias --batch 2");

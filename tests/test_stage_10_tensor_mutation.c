@@ -263,14 +263,14 @@ Test(stage10, i64_numbers_are_exact_over_the_whole_int64_range)
                             "t", &refused));
     cr_assert_str_eq(refused.message, "t:2:3: scalar 9223372036854775808 is outside the i64 "
                      "range [-2^63, 2^63 - 1]");
-    /* beyond 10^21 the number is printed in 17 significant digits, not 301 */
+    /* the number is printed as written, not in 301 digits */
     cr_assert_null(ir_parse("def f(%i: i64[]) {\n  add_(%i, -1e300)\n  return\n}\n", "t",
                             &refused));
-    cr_assert_str_eq(refused.message, "t:2:3: scalar -1.0000000000000001e+300 is outside the "
+    cr_assert_str_eq(refused.message, "t:2:3: scalar -1e300 is outside the "
                      "i64 range [-2^63, 2^63 - 1]");
     cr_assert_null(ir_parse("def f(%i: i64[]) {\n  add_(%i, 99999999999999991611392)\n"
                             "  return\n}\n", "t", &refused));
-    cr_assert_str_eq(refused.message, "t:2:3: scalar 9.9999999999999992e+22 is outside the "
+    cr_assert_str_eq(refused.message, "t:2:3: scalar 99999999999999991611392 is outside the "
                      "i64 range [-2^63, 2^63 - 1]");
 }
 
@@ -530,6 +530,61 @@ Test(stage10, inputs_are_checked_against_the_parameters)
     cr_assert_eq(tensor_get(wrong, 0).f32, 1.0f, "nothing ran");
     tensor_free(&wrong);
     ir_program_free(&program);
+}
+
+/* Each refusal names the number as written: printed from its double, each of these would
+ * read as a number the rule accepts (1, 1e+20, -9223372036854775808). */
+static const struct { const char *param, *number, *message; } refused_as_written[] = {
+    {"i64[]", "1.0000001", "scalar 1.0000001 is not an i64 value (an integer in "
+     "[-2^63, 2^63 - 1])"},
+    {"i64[]", "99999999999999999999.5", "scalar 99999999999999999999.5 is not an i64 value "
+     "(an integer in [-2^63, 2^63 - 1])"},
+    {"bool[]", "1.0000001", "scalar 1.0000001 is not a bool value (0 or 1)"},
+    {"i64[]", "-9223372036854775809", "scalar -9223372036854775809 is outside the i64 "
+     "range [-2^63, 2^63 - 1]"},
+};
+
+Test(stage10, a_refused_number_is_named_as_written_on_the_command_line)
+{
+    for (size_t c = 0; c < sizeof refused_as_written / sizeof refused_as_written[0]; c++) {
+        char source[128], spec[96], message[LG_MESSAGE_MAX];
+        snprintf(source, sizeof source, "def f(%%x: %s) {\n  return\n}\n",
+                 refused_as_written[c].param);
+        snprintf(spec, sizeof spec, "x=%s", refused_as_written[c].number);
+        snprintf(message, sizeof message, "--input x: %s", refused_as_written[c].message);
+        IrProgram *program = parse_ok(source);
+        const char *specs[] = {spec};
+        Tensor *inputs[1];
+        LgError err = LG_ERROR_INIT;
+        cr_assert_eq(runner_make_inputs(&program->functions[0], (char *const *)specs, 1, inputs,
+                                        &err), LG_ERR_TENSOR_DTYPE, "case %zu", c);
+        cr_assert_str_eq(err.message, message, "case %zu", c);
+        ir_program_free(&program);
+    }
+}
+
+Test(stage10, a_refused_number_is_named_as_written_in_a_program)
+{
+    for (size_t c = 0; c < sizeof refused_as_written / sizeof refused_as_written[0]; c++) {
+        char source[160], message[LG_MESSAGE_MAX];
+        bool is_bool = refused_as_written[c].param[0] == 'b';
+        snprintf(source, sizeof source, "def f() {\n  %%k = full([], %s, %s)\n  return %%k\n}\n",
+                 refused_as_written[c].number, is_bool ? "bool" : "i64");
+        snprintf(message, sizeof message, "t:2:8: %s", refused_as_written[c].message);
+        LgError err = LG_ERROR_INIT;
+        cr_assert_null(ir_parse(source, "t", &err), "case %zu", c);
+        cr_assert_eq(err.status, LG_ERR_TENSOR_DTYPE, "case %zu", c);
+        cr_assert_str_eq(err.message, message, "case %zu", c);
+    }
+    /* A number made from a double has no text: its double is printed with every digit. */
+    TensorElem e;
+    LgError err = LG_ERROR_INIT;
+    cr_assert_eq(tensor_scalar_elem(1.0000001, TENSOR_INT64, &e, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_str_eq(err.message, "scalar 1.0000001000000001 is not an i64 value (an integer "
+                     "in [-2^63, 2^63 - 1])");
+    cr_assert_eq(tensor_scalar_elem(1e20, TENSOR_INT64, &e, &err), LG_ERR_TENSOR_DTYPE);
+    cr_assert_str_eq(err.message, "scalar 100000000000000000000 is outside the i64 range "
+                     "[-2^63, 2^63 - 1]");
 }
 
 Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
