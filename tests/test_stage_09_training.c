@@ -387,13 +387,15 @@ Test(stage09, bad_hyper_parameters_and_a_budget_one_short_are_refused_before_the
     run_close(&r);
 }
 
-Test(stage09, the_loop_allocates_nothing_over_100_steps)
+Test(stage09, the_loop_and_its_evaluation_allocate_nothing_over_100_steps)
 {
     Run r;
     run_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG);
     LgError err = LG_ERROR_INIT;
     TrainStepReport rep;
     cr_assert_eq(trainer_step(r.trainer, &rep, &err), LG_OK);
+    TrainEvaluator *ev = train_evaluator_new(r.model, 30, &err);
+    cr_assert_not_null(ev, "%s", err.message);
     size_t blocks = mem_live_blocks();
     mem_fail_at(1); /* any allocation from here on fails, and the step reports it */
     for (size_t i = 0; i < 100; i++) {
@@ -401,9 +403,14 @@ Test(stage09, the_loop_allocates_nothing_over_100_steps)
                      err.message);
         cr_assert_eq(rep.graph_nodes, 4224);
         cr_assert_eq(rep.scalar_ops, 4224);
+        TrainEvaluation e; /* the evaluation between epochs allocates nothing either */
+        cr_assert_eq(train_evaluator_run(ev, &r.test, NULL, &e, &err), LG_OK, "%s",
+                     err.message);
+        cr_assert_eq(e.count, 30);
     }
     mem_fail_at(0);
     cr_assert_eq(mem_live_blocks(), blocks);
+    train_evaluator_free(&ev);
     cr_assert_eq(r.trainer->at.epoch, 101 / 7);
     run_close(&r);
 }
@@ -748,6 +755,21 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
         cr_assert_eq(params_crc(other.model), crc);
         cr_assert_eq(memcmp(&other.trainer->at, &at, sizeof at), 0);
     }
+    /* a velocity that is not finite is named as one, on the line it is on */
+    char *velocity = strstr(text, "velocity mlp.fc2.weight");
+    size_t line = 2; /* the velocity's first row follows its header line */
+    for (const char *p = text; p < velocity; p++)
+        line += *p == '\n';
+    int head = (int)(strchr(velocity, '\n') + 1 - velocity);
+    char from[96], to[96], want[160];
+    snprintf(from, sizeof from, "%.*s ", head + (int)strcspn(velocity + head, " "), velocity);
+    snprintf(to, sizeof to, "%.*snan ", head, velocity);
+    write_edited(bad, text, from, to, 1);
+    cr_assert_eq(checkpoint_load(other.trainer, bad, &err), LG_ERR_NONFINITE);
+    snprintf(want, sizeof want, "%s:%zu: velocity of mlp.fc2.weight[0,0] must be finite: "
+             "got 'nan'", bad, line);
+    cr_assert_str_eq(err.message, want);
+    cr_assert_eq(params_crc(other.model), crc);
     /* a missing tensor: cut the fc2 velocity section off */
     char *cut = strstr(text, "velocity mlp.fc2.weight");
     strcpy(cut, "crc32 00000000\n");
@@ -949,8 +971,9 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
                                    "got '1000000000'"},
         {"--node-budget 4223", 1, "step node budget exceeded: need 4224, limit 4223"},
         {"/nonexistent/iris.csv", 2, "cannot read /nonexistent/iris.csv"},
-        {"data/digits.csv.gz", 2, "data/digits.csv.gz: SHA-256 is 46abec6b12486ad9..., "
-                                  "data/README.md pins f13ffa8fdd56fd8e..."},
+        /* an operand is not pinned, but checked against the shape line by line */
+        {"data/digits.csv.gz", 2, "data/digits.csv.gz:1:1: the header's first field is "
+                                  "the number of examples: got '0'"},
         {"--resume /tmp", 2, "cannot read /tmp: it is a directory"},
         {"--resume data/iris.csv", 2, "data/iris.csv: truncated or damaged"},
         {"--lr 100 --epochs 20", 1, "training diverged at step 88 (epoch 13): the loss is inf"},
@@ -990,4 +1013,76 @@ Test(stage09, the_batch_range_is_the_larger_training_split)
 {
     cr_assert_eq(TRAINDEMO_BATCH_MAX, DATASET_DIGITS.rows - DATASET_DIGITS.rows / 5);
     cr_assert_lt(DATASET_IRIS.rows - DATASET_IRIS.rows / 5, TRAINDEMO_BATCH_MAX);
+}
+
+/* The rules of a run are checked from the data set's spec before anything is allocated:
+ * with every allocation failing (LITGRAD_FAIL_ALLOC=1) a run that breaks one still gets
+ * that rule's refusal, not "out of memory"; exit 1, one line, nothing on stdout. A run
+ * over the plan limit is refused at once with the limit's numbers: digits with a hidden
+ * width of 65,536 has 4,915,200 parameters, a step of 32 rows of 65 inputs + 9,830,390
+ * forward nodes + 32 loss nodes and an evaluator of 64 rows of 65 + 9,830,390. */
+Test(stage09, a_broken_rule_is_refused_before_anything_is_allocated)
+{
+    const struct { const char *env, *args, *message; } cases[] = {
+        {"LITGRAD_FAIL_ALLOC=1", "--node-budget 1 --epochs 1",
+         "step node budget exceeded: need 4224, limit 1"},
+        {"LITGRAD_FAIL_ALLOC=1", "--batch 121",
+         "batch must be in [1, 120] (the training examples): got 121"},
+        {"LITGRAD_FAIL_ALLOC=1", "--digits --hidden 65536 --epochs 1",
+         "plan limit exceeded: the plan needs 948639904 nodes (45.5 GB), limit 16777216"},
+        {"timeout 20", "--digits --hidden 65536 --epochs 1",
+         "plan limit exceeded: the plan needs 948639904 nodes (45.5 GB), limit 16777216"},
+        {"LITGRAD_FAIL_ALLOC=1", "--model res --hidden 27000 --digits",
+         "plan limit exceeded"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static LgRun run;
+        lg_run(&run, cases[i].env, "stage-09", cases[i].args);
+        cr_assert_eq(run.status, 1, "%s: %d %s", cases[i].args, run.status, run.err);
+        cr_assert_str_eq(run.out, "", "%s", cases[i].args);
+        char want[256];
+        snprintf(want, sizeof want, "stage-09: error: %s", cases[i].message);
+        cr_assert(strncmp(run.err, want, strlen(want)) == 0 &&
+                      strchr(run.err, '\n') == run.err + strlen(run.err) - 1,
+                  "%s: %s", cases[i].args, run.err);
+    }
+}
+
+/* A DATA operand is another file of the data set's shape: loaded with the spec's shape
+ * but no digest pin, so a copy of iris with one number changed trains (exit 0) and the
+ * first line names the file and says it is not pinned; a copy with a label out of range
+ * is refused by the loader with its path:line:column, exit 2, nothing on stdout. */
+Test(stage09, a_data_operand_is_checked_by_shape_not_by_digest)
+{
+    char dir[32], args[128], want[160];
+    scratch_make(dir);
+    size_t n = 0;
+    const char *iris = slurp("data/iris.csv", &n);
+    const char *edits[2][2] = {{"\n5.1,3.5,1.4,0.2,0\n", "\n5.2,3.5,1.4,0.2,0\n"},
+                               {"\n4.9,3.0,1.4,0.2,0\n", "\n4.9,3.0,1.4,0.2,3\n"}};
+    const char *names[2] = {"changed.csv", "badlabel.csv"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *at = strstr(iris, edits[i][0]);
+        cr_assert_not_null(at);
+        FILE *f = fopen(scratch_path(dir, names[i]), "wb");
+        cr_assert_not_null(f);
+        fprintf(f, "%.*s%s%s", (int)(at - iris), iris, edits[i][1], at + strlen(edits[i][0]));
+        fclose(f);
+    }
+    static LgRun run;
+    snprintf(args, sizeof args, "--epochs 1 %s", scratch_path(dir, names[0]));
+    lg_run(&run, "", "stage-09", args);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    snprintf(want, sizeof want, "iris: %s (not pinned: an operand); 120 train and 30 test "
+             "examples, 4 + 1 features\n", scratch_path(dir, names[0]));
+    cr_assert(strncmp(run.out, want, strlen(want)) == 0, "%s", run.out);
+    cr_assert_not_null(strstr(run.out, "iris mlp: test accuracy"), "%s", run.out);
+    snprintf(args, sizeof args, "--epochs 1 %s", scratch_path(dir, names[1]));
+    lg_run(&run, "", "stage-09", args);
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.out, "");
+    snprintf(want, sizeof want, "stage-09: error: %s:3:17: a label is an integer in [0, 2]: "
+             "got '3'\n", scratch_path(dir, names[1]));
+    cr_assert_str_eq(run.err, want);
+    scratch_remove(dir);
 }
