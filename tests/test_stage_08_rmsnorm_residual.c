@@ -695,6 +695,36 @@ Test(stage08, program_blast_radius_rows_do_no_work)
         cr_assert(strstr(run.output, rows[k]) != NULL, "missing row '%s'", rows[k]);
 }
 
+/* A row that loses an allocation is the table's last. The run is the same up to its
+ * lost allocation, so the row of the loss only moves on as k grows: bisection finds the
+ * first k whose loss still prints row 5, which is then a loss inside row 5's seal. */
+Test(stage08, program_blast_radius_stops_at_the_row_that_lost_its_allocation)
+{
+    static LgRun run;
+    static const char row5[] = " 5  gain aliased with a weight ";
+    char env[64];
+    size_t lo = 1, hi = 4096;
+    while (lo < hi) {
+        size_t k = lo + (hi - lo) / 2;
+        snprintf(env, sizeof env, "LITGRAD_FAIL_ALLOC=%zu", k);
+        lg_run(&run, env, "stage-08", "");
+        if (strstr(run.out, row5) != NULL)
+            hi = k;
+        else
+            lo = k + 1;
+    }
+    snprintf(env, sizeof env, "LITGRAD_FAIL_ALLOC=%zu", lo);
+    lg_run(&run, env, "stage-08", "");
+    cr_assert(strstr(run.out, " 5  gain aliased with a weight         alloc") != NULL,
+              "k = %zu: %s", lo, run.out);
+    cr_assert(strstr(run.out, " 4  gain of length 3 (needs 4)         shape") != NULL);
+    cr_assert_null(strstr(run.out, " 6  replaced gain storage"), "rows after 5 not run");
+    cr_assert_null(strstr(run.out, " 7  node budget 291"));
+    cr_assert_null(strstr(run.out, " 8  zero row"));
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert(strstr(run.err, "stage-08: error: out of memory") != NULL, "%s", run.err);
+}
+
 /* A rule the command line breaks is refused before anything is done or printed: exit 1,
  * one line on stderr, nothing on stdout (the zero row is found by the forward, and is
  * reported the same way). */
