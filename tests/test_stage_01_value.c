@@ -396,6 +396,40 @@ Test(stage01, a_bad_litgrad_fail_alloc_is_a_usage_error)
                      "for tape nodes\n");
 }
 
+/* LITGRAD_FAIL_WALK that cannot start is a usage error found before anything runs, not
+ * an abort halfway: standard output in a pipe (lg_run's), and a directory in which
+ * DIR/children.out is a directory (which no user, root included, can open for writing). */
+Test(stage01, a_walk_that_cannot_start_is_a_usage_error)
+{
+    static LgRun run;
+    char dir[] = "/tmp/lg-stage01-walk-XXXXXX", env[128], path[128], args[320];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(env, sizeof env, "LITGRAD_FAIL_WALK=%s", dir);
+    lg_run(&run, env, "stage-01", "");
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.out, "");
+    cr_assert_str_eq(run.err, "stage-01: error: LITGRAD_FAIL_WALK needs standard output and "
+                     "error in regular files: standard output: Illegal seek; try 'stage-01 "
+                     "--help'\n");
+    snprintf(path, sizeof path, "%s/children.out", dir);
+    cr_assert_eq(mkdir(path, 0700), 0);
+    snprintf(args, sizeof args, "> %s/all.out 2> %s/all.err; echo $?", dir, dir);
+    lg_run(&run, env, "stage-01", args);
+    cr_assert_str_eq(run.out, "2\n", "the program's exit status");
+    static char out[LG_OUTPUT_MAX], err[LG_OUTPUT_MAX], expected[LG_OUTPUT_MAX];
+    snprintf(path, sizeof path, "%s/all.out", dir);
+    lg_read_file(path, out, sizeof out);
+    cr_assert_str_eq(out, "");
+    snprintf(path, sizeof path, "%s/all.err", dir);
+    lg_read_file(path, err, sizeof err);
+    snprintf(expected, sizeof expected, "stage-01: error: LITGRAD_FAIL_WALK must name a "
+             "directory in which its files can be made: %s/children.out: Is a directory; "
+             "try 'stage-01 --help'\n", dir);
+    cr_assert_str_eq(err, expected);
+    snprintf(path, sizeof path, "%s/children.err", dir);
+    cr_assert_neq(access(path, F_OK), 0, "no file made");
+}
+
 /* Every test binary walks the program of its own stage (LG_STAGE), so that each
  * program is walked once by `make test`, with the library it was built from, in one run
  * (LITGRAD_FAIL_WALK). */
