@@ -378,17 +378,18 @@ typedef struct LgRun {
     char err[LG_ERRORS_MAX];     /* standard error */
 } LgRun;
 
-/* The whole of a small text file (at most 16 KiB - 1 bytes are read), in a malloc'd
- * string the caller frees; fails the test if the file cannot be opened. */
+/* The whole of a text file, in a malloc'd string the caller frees; fails the test if
+ * the file cannot be opened or read whole. */
 static inline char *lg_read_text(const char *path)
 {
     FILE *in = fopen(path, "r");
-    cr_assert_not_null(in, "%s was not written", path);
-    enum { TEXT_MAX = 1 << 14 };
-    char *text = malloc(TEXT_MAX);
+    struct stat info;
+    cr_assert(in != NULL && fstat(fileno(in), &info) == 0, "%s was not written", path);
+    size_t size = (size_t)info.st_size;
+    char *text = malloc(size + 1);
     cr_assert_not_null(text);
-    size_t used = fread(text, 1, TEXT_MAX - 1, in);
-    text[used] = '\0';
+    cr_assert_eq(fread(text, 1, size, in), size, "cannot read %s", path);
+    text[size] = '\0';
     fclose(in);
     return text;
 }
@@ -622,15 +623,8 @@ static inline size_t lg_walk_allocation_failures(const char *program, const char
                      program, args);
     /* The children's standard error, all of it: each run's part is a range of it. */
     snprintf(path, sizeof path, "%s/children.err", dir);
-    struct stat info;
-    cr_assert_eq(stat(path, &info), 0, "%s: the program made no allocation", path);
-    size_t size = (size_t)info.st_size;
-    char *children = malloc(size + 1);
-    cr_assert_not_null(children);
-    FILE *in = fopen(path, "r");
-    cr_assert(in != NULL && fread(children, 1, size, in) == size, "cannot read %s", path);
-    fclose(in);
-    children[size] = '\0';
+    char *children = lg_read_text(path);
+    size_t size = strlen(children);
     snprintf(path, sizeof path, "%s/runs", dir);
     FILE *runs = fopen(path, "r");
     cr_assert_not_null(runs, "%s: the program made no allocation", path);
