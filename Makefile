@@ -328,6 +328,7 @@ STAGE_TEX := docs/preamble.tex docs/stage-master.tex docs/alone-note.tex
 # stage printed alone. It is made again when the preamble or the system's LaTeX format
 # changes.
 PREAMBLE_FMT := build/tex/lgpreamble.fmt
+TEXPDF_FMT := -fmt $(basename $(notdir $(PREAMBLE_FMT)))
 $(PREAMBLE_FMT): docs/preamble.tex docs/preamble-format.ltx $(shell kpsewhich -engine=pdftex pdflatex.fmt) | deps
 	mkdir -p $(@D)
 	cd $(@D) && $(TEXENV) pdflatex -ini -interaction=nonstopmode -halt-on-error \
@@ -363,7 +364,7 @@ build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(ca
                     build/results/crosscheck.txt $(PREAMBLE_FMT) tools/bookcheck tools/texpdf
 	mkdir -p $(@D)
 	printf '\\input{book-master}\n' > build/tex/book.tex
-	cd build/tex && $(TEXENV) ../../tools/texpdf -fmt $(basename $(notdir $(PREAMBLE_FMT))) book book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
+	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) book book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
 	  > book.texpdf.log 2>&1 || { tail -n 40 book.log; tail -n 3 book.texpdf.log; exit 1; }
 	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX)
 	cp build/tex/book.pdf $@
@@ -375,7 +376,7 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
                        tools/bookcheck tools/texpdf
 	mkdir -p $(@D)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
-	cd build/tex && $(TEXENV) ../../tools/texpdf -fmt $(basename $(notdir $(PREAMBLE_FMT))) stage-$* stage-$*-body.tex $(addprefix ../../,$(STAGE_TEX)) \
+	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) stage-$* stage-$*-body.tex $(addprefix ../../,$(STAGE_TEX)) \
 	  > stage-$*.texpdf.log 2>&1 || { tail -n 40 stage-$*.log; tail -n 3 stage-$*.texpdf.log; exit 1; }
 	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
 	cp build/tex/stage-$*.pdf $@
