@@ -13,7 +13,7 @@
 #   make stages | pdf | lint | bench | clean
 #   make program-share    the programs' share of the last stage's tangled lines
 #   make chunkstats       the main line's share of code in step-named chunks, long chunks
-#   make crosscheck       install PyTorch (an optional group of tools/install-deps) and
+#   make crosscheck       install PyTorch (tools/install-deps crosscheck; make installs it too) and
 #                         compare litgrad with it: Appendix A's table, also in the book
 #   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/)
 #
@@ -95,6 +95,12 @@ deps:
 	    [ -n "$$(kpsewhich $$s)" ] || missing="$$missing $$s"; done; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "litgrad: missing:$$missing -- running tools/install-deps"; tools/install-deps; fi
+	@# Appendix A's table needs PyTorch; a machine that cannot have it builds the book without
+	@# the table (tried once: build/.no-torch), and the appendix says so.
+	@if [ ! -f $(TORCH) ] && [ ! -f build/.no-torch ]; then \
+	  echo "litgrad: PyTorch, for Appendix A's table, is missing -- running tools/install-deps crosscheck"; \
+	  tools/install-deps crosscheck || { mkdir -p build && touch build/.no-torch; \
+	    echo "litgrad: PyTorch could not be installed: the book is built without Appendix A's table" >&2; }; fi
 
 # ---- tangle, compile, link -------------------------------------------------------------
 # The tangled tree of a stage is the same with and without SAN, so it lives outside $(B).
@@ -493,6 +499,7 @@ build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(E
 	mkdir -p $(@D)
 	if [ -f $(TORCH) ]; then status=0; $(XC_RUN) > $@.tmp || status=$$?; \
 	  [ $$status -eq 0 ] || echo "crosscheck.py exited with status $$status" >> $@.tmp; else \
+	  echo "litgrad: PyTorch is not installed: Appendix A of this build says that the cross-check did not run" >&2; \
 	  printf '%s\n' "This build of the book did not run the cross-check: PyTorch (Debian's" \
 	    "python3-torch) is not installed on the machine that built it. 'make crosscheck'" \
 	    "installs it and prints the table; 'make' then puts the table here." > $@.tmp; fi
