@@ -328,11 +328,18 @@ $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.changed
 	done
 	touch $@
 
+# The book's own drawings (the map of the stages in the preface): docs/figures/*.dot, drawn
+# like a stage's graphviz figure, with the .dot beside the PDF for tools/bookcheck.
+BOOK_FIGS := $(patsubst docs/figures/%.dot,build/fig/book/%.pdf,$(wildcard docs/figures/*.dot))
+$(BOOK_FIGS): build/fig/book/%.pdf: docs/figures/%.dot | deps
+	mkdir -p $(@D)
+	cp $< $(@D)/$*.dot && dot -Gmargin=0 -Tpdf $< -o $@
+
 TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
 DOCS := $(wildcard docs/*.tex docs/*.bib)
 # tools/texpdf runs pdflatex (and bibtex) until the references are stable; it is given the
 # .tex files each document inputs, whose citations make its first bibliography.
-BOOK_TEX := docs/preamble.tex docs/book-master.tex docs/preface.tex
+BOOK_TEX := docs/preamble.tex docs/book-master.tex docs/preface.tex docs/glossary.tex
 STAGE_TEX := docs/preamble.tex docs/stage-master.tex docs/alone-note.tex
 
 # Every pass of pdflatex starts from a format that holds the class and docs/preamble.tex
@@ -395,7 +402,7 @@ build/results/all-values.tex: $(VALUES) build/results/stage-A-values.tex
 # The captured files a stage quotes with \lgoutput{bench-NN...}.
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
 
-build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW)) \
+build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(BOOK_FIGS) $(call bench_quoted,$(NW)) \
                     build/results/crosscheck.txt build/results/all-values.tex $(PREAMBLE_FMT) \
                     tools/bookcheck tools/texpdf tools/numcheck
 	mkdir -p $(@D)
