@@ -349,7 +349,8 @@ Test(stage09, a_data_file_is_read_only_as_its_grammar_spells_it)
     expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,00\n",
                     "2:17: a label is written without a leading zero: got '00'");
     expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,0\r\n5.1,3.5,1.4,0.2,0\r\n",
-                    "2:18: a carriage return (CR) ends line 2; the file must use LF line ends");
+                    "2:18: a carriage return (CR) ends line 2; the file must use LF line "
+                    "ends");
     expect_bad_data(IRIS2 "5.1,3.5\r,1.4,0.2,0\n", "2:8: a carriage return (CR), 0x0d: a "
                     "data file's lines hold printable text");
     expect_bad_data(IRIS2 "5.1,3.5,1.4,\t0.2,0\n", "2:13: the control byte 0x09: a data "
@@ -900,8 +901,8 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
         {"batch 16", "batch +16", 1, "got '+16'"},
         {"epoch ", "epoch  ", 1, "epoch must be an unsigned integer written as %zu writes "
          "it: got ' 2'"},
-        {"learning-rate 0x", "learning-rate 0X", 1, ":6: learning-rate must be a number as %a "
-         "writes it: got '0X1.999999999999ap-5'"},
+        {"learning-rate 0x", "learning-rate 0X", 1, ":6: learning-rate must be a number as "
+         "%a writes it: got '0X1.999999999999ap-5'"},
         {"learning-rate 0x1.999999999999ap-5", "learning-rate 0.05", 1, "got '0.05'"},
         {"epoch ", "epoc ", 1, ":8: expected the field 'epoch': got 'epoc 2'"},
         {"tensor mlp.fc2.weight 3 16", "tensor mlp.fc2.weight 3 +16", 1,
