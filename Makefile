@@ -501,8 +501,16 @@ $(B)/test/stage-$(LAST): $(B)/bin/crosscheck-export
 
 # The table in the book: the checker's output when PyTorch is installed (a failed case
 # shows as FAIL in it; make crosscheck is what fails), otherwise a plain statement that
-# the cross-check did not run. Installing PyTorch makes $(TORCH) newer: the table follows.
-build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv $(TORCH))
+# the cross-check did not run. Installing or removing PyTorch changes $(TORCH_STATE): the
+# table follows.
+# Whether PyTorch was installed when the table was made is remembered in a file of its own
+# ($(TORCH_STATE)): the package keeps its files' dates, so installing it would not make
+# $(TORCH) newer than the table. When the state differs, the table is made again.
+TORCH_STATE := build/results/.torch-$(if $(wildcard $(TORCH)),present,absent)
+.PHONY: torch-state-changed
+torch-state-changed: ;
+build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv) \
+                              $(if $(wildcard $(TORCH_STATE)),,torch-state-changed)
 	mkdir -p $(@D)
 	if [ -f $(TORCH) ]; then status=0; $(XC_RUN) > $@.tmp || status=$$?; \
 	  [ $$status -eq 0 ] || echo "crosscheck.py exited with status $$status" >> $@.tmp; else \
@@ -510,6 +518,9 @@ build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(E
 	  printf '%s\n' "This build of the book did not run the cross-check: PyTorch (Debian's" \
 	    "python3-torch) is not installed on the machine that built it. 'make crosscheck'" \
 	    "installs it and prints the table; 'make' then puts the table here." > $@.tmp; fi
+	if [ -f $(TORCH) ]; then echo '\lgcrosschecktrue'; else echo '\lgcrosscheckfalse'; fi \
+	  > build/results/crosscheck-ran.tex
+	rm -f build/results/.torch-* && touch $(TORCH_STATE)
 	mv $@.tmp $@
 
 crosscheck: $(B)/bin/crosscheck-export $(XC)/.tangled
@@ -517,6 +528,7 @@ crosscheck: $(B)/bin/crosscheck-export $(XC)/.tangled
 	mkdir -p build/results
 	status=0; $(XC_RUN) > build/results/crosscheck.txt.tmp || status=$$?; \
 	mv build/results/crosscheck.txt.tmp build/results/crosscheck.txt; \
+	echo '\lgcrosschecktrue' > build/results/crosscheck-ran.tex; \
 	cat build/results/crosscheck.txt; exit $$status
 
 clean:
