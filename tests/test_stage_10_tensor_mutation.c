@@ -465,6 +465,111 @@ Test(stage10, malformed_programs_are_refused_with_line_and_column)
     }
 }
 
+/* What an operand letter of a signature asks for, as the checker names it; NULL if the
+ * letter accepts `kind`. */
+static const char *letter_needs(char letter, IrArgKind kind)
+{
+    switch (letter) {
+    case 'v': return kind == IR_ARG_VALUE ? NULL : "a value";
+    case 'o': return kind == IR_ARG_VALUE || kind == IR_ARG_NUMBER ? NULL
+                                                                    : "a value or a number";
+    case 'n': return kind == IR_ARG_NUMBER ? NULL : "a number";
+    case 's': return kind == IR_ARG_SHAPE ? NULL : "a shape";
+    case 'd': return kind == IR_ARG_DTYPE ? NULL : "a dtype";
+    case 'f': return kind == IR_ARG_FUNCTION ? NULL : "a function";
+    }
+    cr_assert_fail("unknown operand letter '%c'", letter);
+    return NULL;
+}
+
+/* An operand of `kind` that fits a function whose value 0 is f32[]. */
+static IrArg arg_of_kind(IrArgKind kind)
+{
+    IrArg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.kind = kind;
+    if (kind == IR_ARG_NUMBER)
+        arg.number = (TensorNumber){.value = 0, .integer = true, .fits_i64 = true, .text = "0"};
+    if (kind == IR_ARG_SHAPE)
+        arg.type = (TensorType){TENSOR_FLOAT32, 1, {2}};
+    if (kind == IR_ARG_FUNCTION)
+        strcpy(arg.function, "g");
+    return arg;
+}
+
+/* Every row of the operation table, a later stage's too, has a signature of known letters
+ * (a '+' only last), and the checker refuses every kind a letter does not take, at every
+ * position, naming the operation, the position, the kind expected and the kind found. */
+Test(stage10, every_operand_is_checked_against_its_operations_signature)
+{
+    static const char *const kinds[] = {"a value", "a number", "a shape", "a dtype",
+                                        "a function"};
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = ir_program_new(&err);
+    size_t f;
+    cr_assert_eq(ir_add_function(program, "f", &f, &err), LG_OK);
+    cr_assert_eq(ir_add_param(&program->functions[f], "x", &F32, &err), LG_OK);
+    for (IrOp op = 0; op < IR_OP_COUNT; op++) {
+        const IrOpInfo *info = ir_op_info(op);
+        cr_assert_not_null(info->operands, "%s has a signature", info->name);
+        size_t letters = strlen(info->operands);
+        cr_assert_gt(letters, 0u, "%s", info->name);
+        size_t n = info->operands[letters - 1] == '+' ? letters - 1 : letters;
+        cr_assert_null(memchr(info->operands, '+', n), "%s: '+' comes last", info->name);
+        IrArg args[IR_MAX_ARGS];
+        IrInstr in = {.op = op, .nargs = n, .args = args,
+                      .nresults = info->results >= 0 ? (size_t)info->results : 1};
+        for (size_t i = 0; i < n; i++) {
+            char letter = info->operands[i];
+            args[i] = arg_of_kind(letter == 'n' ? IR_ARG_NUMBER : letter == 's' ? IR_ARG_SHAPE
+                                  : letter == 'd' ? IR_ARG_DTYPE : letter == 'f'
+                                  ? IR_ARG_FUNCTION : IR_ARG_VALUE);
+        }
+        const char *names[IR_MAX_RESULTS] = {"r"};
+        for (size_t i = 0; i < n; i++)
+            for (IrArgKind kind = IR_ARG_VALUE; kind <= IR_ARG_FUNCTION; kind++) {
+                const char *need = letter_needs(info->operands[i], kind);
+                if (need == NULL)
+                    continue;
+                IrArg kept = args[i];
+                args[i] = arg_of_kind(kind);
+                char want[LG_MESSAGE_MAX];
+                snprintf(want, sizeof want, "operand %zu of %s must be %s: got %s", i + 1,
+                         info->name, need, kinds[kind]);
+                cr_assert_eq(ir_add_instr(program, 0, &in, names, &err), LG_ERR_IR_INVALID,
+                             "%s operand %zu as %s", info->name, i + 1, kinds[kind]);
+                cr_assert_str_eq(err.message, want);
+                args[i] = kept;
+            }
+        cr_assert_eq(program->functions[0].ninstrs, 0u, "nothing was added");
+    }
+    ir_program_free(&program);
+}
+
+/* The same rule from a program text: the message is placed at the operation. */
+Test(stage10, a_wrong_operand_kind_in_a_text_is_refused_at_the_operation)
+{
+    static const struct { const char *instr, *message; } cases[] = {
+        {"%y = add(%x, [2])", "t:2:8: operand 2 of add must be a value or a number: got a shape"},
+        {"%y = neg(1)", "t:2:8: operand 1 of neg must be a value: got a number"},
+        {"%y = exp(@g)", "t:2:8: operand 1 of exp must be a value: got a function"},
+        {"%y = zeros_like(f32)", "t:2:8: operand 1 of zeros_like must be a value: got a dtype"},
+        {"%y = full([2], f32, f32)", "t:2:8: operand 2 of full must be a number: got a dtype"},
+        {"%y = full([2], 1, 2)", "t:2:8: operand 3 of full must be a dtype: got a number"},
+        {"copy_(0.5, %x)", "t:2:3: operand 1 of copy_ must be a value: got a number"},
+        {"%y = alias([])", "t:2:8: operand 1 of alias must be a value: got a shape"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char text[160];
+        snprintf(text, sizeof text, "def f(%%x: f32[]) {\n  %s\n  return\n}\n",
+                 cases[c].instr);
+        LgError err = LG_ERROR_INIT;
+        cr_assert_null(ir_parse(text, "t", &err), "case %zu parsed", c);
+        cr_assert_eq(err.status, LG_ERR_IR_INVALID, "case %zu", c);
+        cr_assert_str_eq(err.message, cases[c].message, "case %zu", c);
+    }
+}
+
 /* Walk k = 1, 2, ... over the parser: each injected failure returns NULL with
  * LG_ERR_ALLOC and leaves no block; then the parse succeeds. */
 Test(stage10, every_allocation_failure_of_the_parser_leaves_nothing)
