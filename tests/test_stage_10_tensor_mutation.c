@@ -185,7 +185,20 @@ Test(stage10, f32_numbers_neither_overflow_nor_underflow_silently)
     cr_assert_eq(tensor_scalar_elem(3.4028236e38, TENSOR_FLOAT32, &e, &err), LG_ERR_INVALID);
     cr_assert_str_eq(err.message, "scalar 3.4028235999999999e+38 does not fit f32 (largest "
                      "3.40282347e+38)");
+    /* A number written in a program or on the command line is named as written. */
+    cr_assert_null(ir_parse("def f() {\n  %k = full([], 1e39, f32)\n  return %k\n}\n", "t",
+                            &err));
+    cr_assert_str_eq(err.message, "t:2:8: scalar 1e39 does not fit f32 (largest "
+                     "3.40282347e+38)");
+    cr_assert_null(ir_parse("def f(%x: f32[]) {\n  %y = mul(%x, -1.0e-46)\n  return %y\n}\n",
+                            "t", &err));
+    cr_assert_str_eq(err.message, "t:2:8: scalar -1.0e-46 underflows to zero in f32 (smallest "
+                     "nonzero 1.40129846e-45)");
     ProgramRun run;
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1e39");
+    cr_assert_eq(run.status, 2, "%s", run.output);
+    cr_assert_str_eq(run.output, "stage-10: error: --input state: scalar 1e39 does not fit f32 "
+                     "(largest 3.40282347e+38)\n");
     run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1e-46");
     cr_assert_eq(run.status, 2, "%s", run.output);
     cr_assert_str_eq(run.output, "stage-10: error: --input state: scalar 1e-46 underflows to "
@@ -708,7 +721,17 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
         {{"x=1", "i=[1, 2]", "b=1"}, 3, "--input i: i64[] takes 1 number: got 2"},
         {{"x=1", "i=2.5", "b=1"}, 3,
          "--input i: scalar 2.5 is not an i64 value (an integer in [-2^63, 2^63 - 1])"},
-        {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x must be a number: got 'z'"},
+        {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x: element 3 must be a number: got 'z'"},
+        {{"x=[1,,2]", "i=2", "b=1"}, 3, "--input x: element 2 must be a number: got ''"},
+        {{"x=[,1,2]", "i=2", "b=1"}, 3, "--input x: element 1 must be a number: got ''"},
+        {{"x=[1, 2,]", "i=2", "b=1"}, 3, "--input x: element 3 must be a number: got ''"},
+        {{"x=[1, 1e39, 2]", "i=2", "b=1"}, 3,
+         "--input x: element 2: scalar 1e39 does not fit f32 (largest 3.40282347e+38)"},
+        {{"x=1e39", "i=2", "b=1"}, 3,
+         "--input x: scalar 1e39 does not fit f32 (largest 3.40282347e+38)"},
+        {{"x=[1, 2, 3]", "i=2", "b=[true, 2]"}, 3,
+         "--input b: element 2: scalar 2 is not a bool value (0 or 1)"},
+        {{"x=1", "i=z", "b=1"}, 3, "--input i must be a number: got 'z'"},
         {{"x=[1, 2, 3", "i=2", "b=1"}, 3, "--input x: a list must end with ']': got '[1, 2, 3'"},
         {{"x=[]", "i=2", "b=1"}, 3, "--input x: a list holds at least one number: got '[]'"},
         {{"x=1", "i=[ ]", "b=1"}, 3, "--input i: a list holds at least one number: got '[ ]'"},
@@ -739,6 +762,60 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
         cr_assert_eq(mem_live_blocks(), before, "allocation %zu failed and leaked", k);
     }
     ir_program_free(&program);
+}
+
+/* A limit of a program file is a bad input file, exit 2, like a broken rule of its
+ * grammar: one value more than a function may hold, and parameters with more elements
+ * than the inputs of a run may have. */
+Test(stage10, a_limit_of_a_program_file_is_a_bad_input_file)
+{
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    char chain[] = "/tmp/lg10-chain-XXXXXX", wide[] = "/tmp/lg10-wide-XXXXXX";
+    int fd = mkstemp(chain);
+    cr_assert_geq(fd, 0);
+    FILE *file = fdopen(fd, "w");
+    cr_assert_not_null(file);
+    char prev[4] = "x", name[4];
+    fputs("def f(%x: f32[]) {\n", file);
+    for (size_t i = 0; i < IR_MAX_VALUES; i++) {   /* 1 + 65536 values: one too many */
+        for (size_t k = 0, v = i; k < 3; k++, v /= 52)
+            name[k] = letters[v % 52];
+        name[3] = '\0';
+        fprintf(file, "%%%s=neg(%%%s)\n", name, prev);
+        memcpy(prev, name, sizeof prev);
+    }
+    fprintf(file, "return %%%s\n}\n", prev);
+    cr_assert_leq(ftell(file), (long)RUNNER_FILE_MAX, "the file is not refused for its size");
+    cr_assert_eq(fclose(file), 0);
+    fd = mkstemp(wide);
+    cr_assert_geq(fd, 0);
+    static const char wide_text[] = "def f(%a: f32[4096, 4096], %b: f32[]) {\n  return\n}\n";
+    cr_assert_eq(write(fd, wide_text, strlen(wide_text)), (ssize_t)strlen(wide_text));
+    close(fd);
+    char args[96], want[192];
+    static LgRun run;
+    snprintf(args, sizeof args, "%s --input x=1", chain);
+    lg_run(&run, "", "stage-10", args);
+    snprintf(want, sizeof want, "stage-10: error: %s:65537:6: a function has at most 65536 "
+             "values: need 65537\n", chain);
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.err, want);
+    cr_assert_str_eq(run.out, "");
+    snprintf(args, sizeof args, "%s --input a=1 --input b=1", wide);
+    lg_run(&run, "", "stage-10", args);
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.err, "stage-10: error: the inputs of a run have at most 16777216 "
+                     "elements together: f's parameters have 16777217\n");
+    unlink(chain);
+    unlink(wide);
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(wide_text);
+    Tensor *inputs[2];
+    const char *specs[] = {"a=1", "b=1"};
+    cr_assert_eq(runner_make_inputs(&program->functions[0], (char *const *)specs, 2, inputs,
+                                    &err), LG_ERR_IR_LIMIT);
+    ir_program_free(&program);
+    cr_assert_str_eq(status_name(LG_ERR_IR_LIMIT), "ir-limit");
 }
 
 Test(stage10, program_tells_the_halve_story)

@@ -1011,7 +1011,7 @@ Test(stage12, a_program_of_65536_values_compiles_into_one_kernel_and_one_more_is
     text = long_chain(IR_MAX_VALUES + 1);
     cr_assert_null(ir_parse(text, "t", &err));
     free(text);
-    cr_assert_eq(err.status, LG_ERR_BUDGET);
+    cr_assert_eq(err.status, LG_ERR_IR_LIMIT, "a limit of a program file, not a budget");
     cr_assert_str_eq(err.message, "t:65537:6: a function has at most 65536 values: need 65537");
 }
 
@@ -1207,12 +1207,16 @@ Test(stage12, every_hostile_file_is_decided_as_its_case_says)
 }
 
 /* The program says the same from a file: exit 1 and the work bound's message, at once;
- * exit 2 and the nesting bound's. */
+ * exit 2 for every limit of a program file: the nesting bound's, the value bound's and
+ * the inputs' size. */
 Test(stage12, the_program_refuses_hostile_files_with_exit_1_or_2)
 {
     static const struct { size_t k; int status; const char *input, *says; } runs[] = {
         {1, 1, "x=1", "its instructions, each loop run once, make 67108868"},
         {7, 2, "s=1", "loops nest 65 deep through @c: at most 64 (IR_MAX_LOOP_DEPTH)"},
+        {11, 2, "x=1", ":65537:6: a function has at most 65536 values: need 65537"},
+        {16, 2, "a=1 --input b=1", "the inputs of a run have at most 16777216 elements "
+                                   "together: f's parameters have 33554432"},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char path[] = "/tmp/litgrad-hostile-XXXXXX", args[128];
