@@ -11,7 +11,8 @@
 #   make diff-stage N     build/diff/stage-NN.diff: the tangled tree of the stage before N
 #                         to stage N's, as a unified diff
 #   make stages | pdf | lint | bench | clean
-#   make program-share    the programs' share of the last stage's tangled lines (#11)
+#   make program-share    the programs' share of the last stage's tangled lines
+#   make chunkstats       the main line's share of code in step-named chunks, long chunks
 #   make crosscheck       install PyTorch (an optional group of tools/install-deps) and
 #                         compare litgrad with it: Appendix A's table, also in the book
 #   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/)
@@ -74,7 +75,7 @@ FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
 .PHONY: all stages pdf test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
-        crosscheck program-share
+        crosscheck program-share chunkstats
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
 pdf: $(PDFS)
@@ -253,6 +254,11 @@ lint: | deps
 	  ls stages/stage_$${n}_*.nw >/dev/null 2>&1 || { echo "lint: $$t has no stage $$n" >&2; exit 1; }; done
 	@echo "lint: clean ($(words $(NW)) stage files: $(STAGES); appendix: $(notdir $(APPENDIX)))"
 
+# Does the main line read as steps? The share of its code lines in chunks named as steps
+# (not after a file or module) and its chunks over 40 lines (tools/chunkstats).
+chunkstats:
+	@tools/chunkstats $(NW) $(APPENDIX)
+
 # ---- the book ------------------------------------------------------------------------
 RESULT_TXT := $(foreach n,$(STAGES),build/results/stage-$(n).txt)
 RESULT_TESTS := $(foreach n,$(STAGES),build/results/stage-$(n)-tests.tex)
@@ -337,10 +343,13 @@ $(PREAMBLE_FMT): docs/preamble.tex docs/preamble-format.ltx $(shell kpsewhich -e
 
 # noweave's pipeline with the index, and tools/nwrefs around noidx so that only real
 # uses are linked and counted: markup | finduses | nwrefs uses | noidx | nwrefs selfuses
-# | totex. ("-indexfrom /dev/null" adds noidx and tells totex to write the index; its
-# finduses, given no names, only copies the stream.)
+# | nwprogram | totex. ("-indexfrom /dev/null" adds noidx and tells totex to write the
+# index; its finduses, given no names, only copies the stream.) tools/nwprogram, last,
+# moves each stage's plumbing (its "% litgrad-program" parts) to the appendix "The stage
+# programs", after every reference has been computed on the files as written.
 WEAVE := noweave -n -filter finduses -filter 'tools/nwrefs uses' -indexfrom /dev/null \
-  -filter 'tools/nwrefs selfuses'
+  -filter 'tools/nwrefs selfuses' -filter tools/nwprogram
+WEAVE_TOOLS := build/tex/.nwrefs-checked tools/nwprogram
 
 # tools/nwrefs-check: nwrefs on a small file whose real uses are known.
 build/tex/.nwrefs-checked: tools/nwrefs tools/nwrefs-check | deps
@@ -348,21 +357,43 @@ build/tex/.nwrefs-checked: tools/nwrefs tools/nwrefs-check | deps
 	tools/nwrefs-check
 	touch $@
 
-build/tex/book-body.tex: $(NW) $(APPENDIX) build/tex/.nwrefs-checked
+build/tex/book-body.tex: $(NW) $(APPENDIX) $(WEAVE_TOOLS)
 	mkdir -p $(@D)
 	$(WEAVE) $(NW) $(APPENDIX) > $@
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
-$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) build/tex/.nwrefs-checked
+$(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) $(WEAVE_TOOLS)
 	mkdir -p $(@D)
 	$(WEAVE) $< > $@
+
+# The numbers a chapter quotes with \lgv{NAME}, read from the captured outputs named on
+# its "% litgrad-value: NAME FILE REGEX" lines (tools/lgvalues). FILE is a file of
+# build/results/ or of the stage's figure directory; either way the values are read again
+# when it is made again. Appendix A's are "stage A".
+# While chapters are being moved to \lgv, a typed number is reported without stopping the
+# build (NUMCHECK_FAILS := false makes it stop).
+NUMCHECK_FAILS := true
+value_files = $(shell sed -n 's/^% litgrad-value: *[^ ]* *\([^ ]*\) .*/\1/p' $(1))
+value_deps = $(sort $(foreach f,$(call value_files,$(2)),$(if $(filter stage-%.txt bench-%.txt crosscheck.txt,$(f)),build/results/$(f),build/fig/stage_$(1)/.done)))
+VALUES := $(foreach n,$(STAGES),build/results/stage-$(n)-values.tex)
+$(VALUES): build/results/stage-%-values.tex: $$(wildcard stages/stage_$$*_*.nw) \
+                 $$(call value_deps,$$*,$$(wildcard stages/stage_$$*_*.nw)) tools/lgvalues
+	mkdir -p $(@D)
+	tools/lgvalues $* $(wildcard stages/stage_$*_*.nw) > $@.tmp && mv $@.tmp $@
+build/results/stage-A-values.tex: $(APPENDIX) $$(call value_deps,A,$(APPENDIX)) tools/lgvalues
+	mkdir -p $(@D)
+	tools/lgvalues A $(APPENDIX) > $@.tmp && mv $@.tmp $@
+build/results/all-values.tex: $(VALUES) build/results/stage-A-values.tex
+	cat $^ > $@
 
 # The captured files a stage quotes with \lgoutput{bench-NN...}.
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
 
 build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW)) \
-                    build/results/crosscheck.txt $(PREAMBLE_FMT) tools/bookcheck tools/texpdf
+                    build/results/crosscheck.txt build/results/all-values.tex $(PREAMBLE_FMT) \
+                    tools/bookcheck tools/texpdf tools/numcheck
 	mkdir -p $(@D)
+	tools/numcheck $(NW) $(APPENDIX) || $(NUMCHECK_FAILS)
 	printf '\\input{book-master}\n' > build/tex/book.tex
 	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) book book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
 	  > book.texpdf.log 2>&1 || { tail -n 40 book.log; tail -n 3 book.texpdf.log; exit 1; }
@@ -373,8 +404,9 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
                        build/results/stage-%-tests.tex build/results/stage-%-adds.tex \
                        $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
                        $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) $(PREAMBLE_FMT) \
-                       tools/bookcheck tools/texpdf
+                       build/results/stage-%-values.tex tools/bookcheck tools/texpdf tools/numcheck
 	mkdir -p $(@D)
+	tools/numcheck $(wildcard stages/stage_$*_*.nw) || $(NUMCHECK_FAILS)
 	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
 	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) stage-$* stage-$*-body.tex $(addprefix ../../,$(STAGE_TEX)) \
 	  > stage-$*.texpdf.log 2>&1 || { tail -n 40 stage-$*.log; tail -n 3 stage-$*.texpdf.log; exit 1; }
