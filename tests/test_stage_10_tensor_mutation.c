@@ -465,6 +465,8 @@ Test(stage10, malformed_programs_are_refused_with_line_and_column)
          "t:2:16: a number must be finite: got '1e999'"},
         {"def f(%x: f32[]) {\n  %y = mul(%x, 2x)\n  return\n}\n", LG_ERR_IR_INVALID,
          "t:2:16: malformed number starting '2x'"},
+        {"def f(%x: f32[]) {\n  %y = mul(%x, -\n3)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:16: malformed number starting '-'"},
         {"def f(%x: f32[]) { return $ }", LG_ERR_IR_INVALID, "t:1:27: unexpected character '$'"},
         {"def f(%averyveryveryveryverylongname123: f32[]) { return }", LG_ERR_IR_INVALID,
          "t:1:7: a name has at most 31 characters"},
