@@ -880,7 +880,8 @@ static void gen(GenText *g, const char *fmt, ...)
     for (;;) {
         va_list args;
         va_start(args, fmt);
-        int n = vsnprintf(g->text + g->used, g->size - g->used, fmt, args);
+        int n = vsnprintf(g->text == NULL ? NULL : g->text + g->used, g->size - g->used, fmt,
+                          args);
         va_end(args);
         cr_assert(n >= 0);
         if (g->used + (size_t)n < g->size) {
