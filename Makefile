@@ -328,11 +328,18 @@ $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.changed
 	done
 	touch $@
 
+# The book's own drawings (the map of the stages in the preface): docs/figures/*.dot, drawn
+# like a stage's graphviz figure, with the .dot beside the PDF for tools/bookcheck.
+BOOK_FIGS := $(patsubst docs/figures/%.dot,build/fig/book/%.pdf,$(wildcard docs/figures/*.dot))
+$(BOOK_FIGS): build/fig/book/%.pdf: docs/figures/%.dot | deps
+	mkdir -p $(@D)
+	cp $< $(@D)/$*.dot && dot -Gmargin=0 -Tpdf $< -o $@
+
 TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
 DOCS := $(wildcard docs/*.tex docs/*.bib)
 # tools/texpdf runs pdflatex (and bibtex) until the references are stable; it is given the
 # .tex files each document inputs, whose citations make its first bibliography.
-BOOK_TEX := docs/preamble.tex docs/book-master.tex docs/preface.tex
+BOOK_TEX := docs/preamble.tex docs/book-master.tex docs/preface.tex docs/glossary.tex
 STAGE_TEX := docs/preamble.tex docs/stage-master.tex docs/alone-note.tex
 
 # Every pass of pdflatex starts from a format that holds the class and docs/preamble.tex
@@ -395,7 +402,7 @@ build/results/all-values.tex: $(VALUES) build/results/stage-A-values.tex
 # The captured files a stage quotes with \lgoutput{bench-NN...}.
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
 
-build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(call bench_quoted,$(NW)) \
+build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(BOOK_FIGS) $(call bench_quoted,$(NW)) \
                     build/results/crosscheck.txt build/results/all-values.tex $(PREAMBLE_FMT) \
                     tools/bookcheck tools/texpdf tools/numcheck
 	mkdir -p $(@D)
@@ -494,8 +501,16 @@ $(B)/test/stage-$(LAST): $(B)/bin/crosscheck-export
 
 # The table in the book: the checker's output when PyTorch is installed (a failed case
 # shows as FAIL in it; make crosscheck is what fails), otherwise a plain statement that
-# the cross-check did not run. Installing PyTorch makes $(TORCH) newer: the table follows.
-build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv $(TORCH))
+# the cross-check did not run. Installing or removing PyTorch changes $(TORCH_STATE): the
+# table follows.
+# Whether PyTorch was installed when the table was made is remembered in a file of its own
+# ($(TORCH_STATE)): the package keeps its files' dates, so installing it would not make
+# $(TORCH) newer than the table. When the state differs, the table is made again.
+TORCH_STATE := build/results/.torch-$(if $(wildcard $(TORCH)),present,absent)
+.PHONY: torch-state-changed
+torch-state-changed: ;
+build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv) \
+                              $(if $(wildcard $(TORCH_STATE)),,torch-state-changed)
 	mkdir -p $(@D)
 	if [ -f $(TORCH) ]; then status=0; $(XC_RUN) > $@.tmp || status=$$?; \
 	  [ $$status -eq 0 ] || echo "crosscheck.py exited with status $$status" >> $@.tmp; else \
@@ -503,6 +518,9 @@ build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(E
 	  printf '%s\n' "This build of the book did not run the cross-check: PyTorch (Debian's" \
 	    "python3-torch) is not installed on the machine that built it. 'make crosscheck'" \
 	    "installs it and prints the table; 'make' then puts the table here." > $@.tmp; fi
+	if [ -f $(TORCH) ]; then echo '\lgcrosschecktrue'; else echo '\lgcrosscheckfalse'; fi \
+	  > build/results/crosscheck-ran.tex
+	rm -f build/results/.torch-* && touch $(TORCH_STATE)
 	mv $@.tmp $@
 
 crosscheck: $(B)/bin/crosscheck-export $(XC)/.tangled
@@ -510,6 +528,7 @@ crosscheck: $(B)/bin/crosscheck-export $(XC)/.tangled
 	mkdir -p build/results
 	status=0; $(XC_RUN) > build/results/crosscheck.txt.tmp || status=$$?; \
 	mv build/results/crosscheck.txt.tmp build/results/crosscheck.txt; \
+	echo '\lgcrosschecktrue' > build/results/crosscheck-ran.tex; \
 	cat build/results/crosscheck.txt; exit $$status
 
 clean:
