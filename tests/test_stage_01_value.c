@@ -188,6 +188,53 @@ Test(stage01, long_messages_are_cut_visibly)
     cr_assert_str_eq(err.message, "");
 }
 
+/* A quoted word of at most 60 characters is quoted whole; a longer one by its first and
+ * last 28 characters and its length; a UTF-8 character is never split, and bytes that
+ * are not UTF-8 still give a quote that fits. */
+Test(stage01, a_quoted_word_over_60_characters_is_cut_with_its_length)
+{
+    static char word[100001];
+    memset(word, 'a', 100000);
+    word[0] = 'b';
+    word[99999] = 'z';
+    char cut[128];
+    snprintf(cut, sizeof cut, "'b%.27s...%.27sz' (100000 characters)", word + 1, word + 1);
+    cr_assert_str_eq(error_quote(word).text, cut);
+    word[60] = '\0';
+    cr_assert_eq(strlen(error_quote(word).text), 62, "60 characters are quoted whole");
+    word[61] = '\0';
+    word[60] = 'a';
+    cr_assert(strstr(error_quote(word).text, "...") && strstr(error_quote(word).text,
+              "' (61 characters)"), "%s", error_quote(word).text);
+    cr_assert_str_eq(error_quote("").text, "''");
+    cr_assert_str_eq(error_quote_span("3.0,4", 3).text, "'3.0'");
+    char utf8[2 * 70 + 1] = ""; /* 70 characters of two bytes: the cut keeps each whole */
+    for (int i = 0; i < 70; i++)
+        strcat(utf8, "\xc3\xa9");
+    const char *q = error_quote(utf8).text;
+    char want[160] = "'";
+    for (int i = 0; i < 28; i++)
+        strcat(want, "\xc3\xa9");
+    strcat(want, "...");
+    for (int i = 0; i < 28; i++)
+        strcat(want, "\xc3\xa9");
+    strcat(want, "' (70 characters)");
+    cr_assert_str_eq(q, want);
+    static char junk[5001]; /* one lead byte and 5000 continuation bytes */
+    memset(junk, 0x80, 5000);
+    junk[0] = (char)0xc3;
+    cr_assert(strstr(error_quote(junk).text, "' (1250 characters)"), "%s",
+              error_quote(junk).text);
+    LgError err = LG_ERROR_INIT;
+    memset(word, '7', 100000);
+    word[100000] = '\0';
+    cr_assert_eq(parse_size(word, "--batch", 1, 9, &(size_t){0}, &err), LG_ERR_INVALID);
+    cr_assert(strstr(err.message, "--batch must be an integer in [1, 9]: got '7777777777777"),
+              "%s", err.message);
+    cr_assert(strstr(err.message, "777' (100000 characters)"), "%s", err.message);
+    cr_assert_lt(strlen(err.message), 160);
+}
+
 Test(stage01, status_names)
 {
     cr_assert_str_eq(status_name(LG_OK), "ok");
@@ -279,12 +326,13 @@ Test(stage01, program_conventions_for_help_usage_and_rules)
     cr_assert(strstr(run.output, "stage-01: error: unknown option '--bogus'; try"), "%s",
               run.output);
     cr_assert_null(strstr(run.output, "negative"), "no hint about negative numbers here");
-    char word[203] = "--", shown[128]; /* an unknown option of 200 letters: 64 are shown */
+    char word[203] = "--", shown[128]; /* an unknown option of 202 characters: cut */
     memset(word + 2, 'x', 200);
     word[202] = '\0';
     run_program(&run, "stage-01", word);
     cr_assert_eq(run.status, 2);
-    snprintf(shown, sizeof shown, "unknown option '%.64s...'; try", word);
+    snprintf(shown, sizeof shown, "unknown option '%.28s...%.28s' (202 characters); try",
+             word, word + 174);
     cr_assert(strstr(run.output, shown), "%s", run.output);
     run_program(&run, "stage-01", "1 -5");
     cr_assert_eq(run.status, 2, "a negative number without -- is an unknown option");
@@ -583,4 +631,32 @@ Test(stage01, every_program_refuses_a_mistake_wherever_help_stands)
     lg_run(&run, "", program, "--help --help");
     cr_assert_eq(run.status, 0, "%s: %s", program, run.err);
     cr_assert(strncmp(run.out, "usage: ", 7) == 0, "%s", run.out);
+}
+
+/* A stray word of 100,000 characters, or an unknown option of as many, gets one short
+ * line: the word is quoted cut, with its length, or named by its length (a path), never
+ * printed whole (cli, for all). */
+Test(stage01, every_program_quotes_a_long_word_cut_with_its_length)
+{
+    char program[16];
+    snprintf(program, sizeof program, "stage-%s", LG_STAGE);
+    static LgRun run;
+    static char args[100003];
+    for (int k = 0; k < 2; k++) {
+        memset(args, 'a', 100002);
+        args[100002] = '\0';
+        if (k == 1)
+            memcpy(args, "--", 2);
+        lg_run(&run, "", program, k == 0 ? args + 2 : args);
+        cr_assert_eq(run.status, 2, "%s: %.200s", program, run.err);
+        cr_assert_str_eq(run.out, "");
+        cr_assert_lt(strlen(run.err), 200, "%s: %.300s", program, run.err);
+        cr_assert_eq(strchr(run.err, '\n'), run.err + strlen(run.err) - 1, "one line");
+        const char *quote = strchr(run.err, '\'');
+        if (quote != NULL && quote[1] == (k == 0 ? 'a' : '-'))
+            cr_assert(strstr(run.err, "aaaa...aaaa") &&
+                          (strstr(run.err, "a' (100000 characters)") ||
+                           strstr(run.err, "a' (100002 characters)")),
+                      "%s: %s", program, run.err);
+    }
 }

@@ -1,6 +1,7 @@
 #include "litgrad_test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -278,14 +279,17 @@ Test(stage09, both_data_sets_load_with_their_documented_shapes)
     dataset_free(&d);
 }
 
-static void expect_bad_data(const char *content, const char *message)
+/* Refused: the bytes content[0..length) as a data file of two iris examples; the
+ * message is "<path>:" followed by message; nothing is left allocated. */
+static void expect_bad_bytes(const char *content, size_t length, const char *message)
 {
     char path[] = "/tmp/lg09-data-XXXXXX";
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     FILE *f = fdopen(fd, "w");
-    fputs(content, f);
+    cr_assert_eq(fwrite(content, 1, length, f), length);
     fclose(f);
+    size_t blocks = mem_live_blocks();
     DatasetSpec spec = DATASET_IRIS;
     spec.sha256 = NULL;
     spec.rows = 2;
@@ -298,29 +302,132 @@ static void expect_bad_data(const char *content, const char *message)
     snprintf(want, sizeof want, "%s:%s", path, message);
     cr_assert_str_eq(err.message, want);
     cr_assert_null(d.x);
+    cr_assert_eq(mem_live_blocks(), blocks);
     unlink(path);
 }
 
+static void expect_bad_data(const char *content, const char *message)
+{
+    expect_bad_bytes(content, strlen(content), message);
+}
+
+/* The header of a file of two iris examples. */
+#define IRIS2 "2,4,setosa,versicolor,virginica\n"
+
 Test(stage09, a_malformed_data_file_is_refused_with_file_line_column_and_rule)
 {
-    expect_bad_data("2,4,a,b,c\n5.1,3.5,1.4,0.2,0\n4.9,3.0,1.4,x,0\n",
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,0\n4.9,3.0,1.4,x,0\n",
                     "3:13: a feature is digits with an optional fraction: got 'x'");
-    expect_bad_data("2,4,a,b,c\n5.1,3.5,1.4,0.2,0\n4.9,3.0,1.4,0.2\n",
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,0\n4.9,3.0,1.4,0.2\n",
                     "3:16: too few fields: a line has the features and a label: got ''");
-    expect_bad_data("2,4,a,b,c\n5.1,3.5,1.4,0.2,0,7\n",
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,0,7\n",
                     "2:18: too many fields: a line has the features and a label: got ',7'");
-    expect_bad_data("2,4,a,b,c\n5.1,3.5,1.4,0.2,3\n",
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,3\n",
                     "2:17: a label is an integer in [0, 2]: got '3'");
-    expect_bad_data("2,4,a,b,c\n5.1,3.5,1.4,-0.2,0\n",
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,-0.2,0\n",
                     "2:13: a feature is digits with an optional fraction: got '-0.2'");
-    expect_bad_data("2,4,a,b,c\n5.1,3.5,1.4,200,0\n", "2:13: a feature is in [0, 100]: got '200'");
-    expect_bad_data("2,4,a,b,c\n\n", "2:1: a line is not empty: got ''");
-    expect_bad_data("3,4,a,b,c\n", "1:1: the header's first field is the number of examples: "
-                    "got '3'");
-    expect_bad_data("2,4,a,b,c\n5.1,3.5,1.4,0.2,0\n",
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,200,0\n",
+                    "2:13: a feature is in [0, 100]: got '200'");
+    expect_bad_data(IRIS2 "\n", "2:1: a line is not empty: got ''");
+    expect_bad_data("3,4,setosa,versicolor,virginica\n", "1:1: the header's first field is "
+                    "the number of examples: got '3'");
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,0\n",
                     "3: the file ends after 1 examples; the data set has 2");
-    expect_bad_data("2,4,a,b,c\n5.1,3.5,1.4,0.2,0\n5.1,3.5,1.4,0.2,0\n5.1,3.5,1.4,0.2,0\n",
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,0\n5.1,3.5,1.4,0.2,0\n5.1,3.5,1.4,0.2,0\n",
                     "4:1: no more lines after the last example: got '5.1,3.5,1.4,0.2,0'");
+}
+
+/* What a data file is spelled as, and nothing else: the classes' names, a label without
+ * a leading zero, LF line ends (a CR is named), no NUL or other control byte, a file no
+ * larger than its lines can be, a line of at most 4094 characters (quoted cut). */
+Test(stage09, a_data_file_is_read_only_as_its_grammar_spells_it)
+{
+    expect_bad_data("2,4,setosa,Versicolor,virginica\n",
+                    "1:12: the header's class 1 is 'versicolor': got 'Versicolor'");
+    expect_bad_data("2,4,setosa,virginica,versicolor\n",
+                    "1:12: the header's class 1 is 'versicolor': got 'virginica'");
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,00\n",
+                    "2:17: a label is written without a leading zero: got '00'");
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,0\r\n5.1,3.5,1.4,0.2,0\r\n",
+                    "2:18: a carriage return (CR) ends line 2; the file must use LF line "
+                    "ends");
+    expect_bad_data(IRIS2 "5.1,3.5\r,1.4,0.2,0\n", "2:8: a carriage return (CR), 0x0d: a "
+                    "data file's lines hold printable text");
+    expect_bad_data(IRIS2 "5.1,3.5,1.4,\t0.2,0\n", "2:13: the control byte 0x09: a data "
+                    "file's lines hold printable text");
+    static const char nul[] = IRIS2 "5.1,3.5,1.4,0.2,\0\n";
+    expect_bad_bytes(nul, sizeof nul - 1, "2:17: a NUL byte, 0x00: a data file's lines hold "
+                     "printable text");
+    static char big[20001];
+    memset(big, '1', 20000);
+    expect_bad_bytes(big, 20000, " 20000 bytes: the data set's lines take at most 12288");
+    char line[5100] = IRIS2;
+    memset(line + strlen(IRIS2), '7', 5000);
+    char want[160];
+    snprintf(want, sizeof want, "2:1: a line has at most 4094 characters: got '%.28s...%.28s'"
+             " (5000 characters)", line + 32, line + 32);
+    expect_bad_data(line, want);
+}
+
+/* Write text as a gzip file of one member (or two, the text cut in halves), then the
+ * bytes tail[0..tail_length). */
+static void write_gzip(const char *path, const char *text, int members, const char *tail,
+                       size_t tail_length)
+{
+    size_t half = members == 2 ? strlen(text) / 2 : strlen(text);
+    for (int m = 0; m < members; m++) {
+        gzFile gz = gzopen(path, m == 0 ? "wb" : "ab");
+        cr_assert_not_null(gz);
+        const char *from = m == 0 ? text : text + half;
+        unsigned n = (unsigned)(m == 0 ? half : strlen(text) - half);
+        cr_assert_eq(gzwrite(gz, from, n), (int)n);
+        cr_assert_eq(gzclose(gz), Z_OK);
+    }
+    FILE *f = fopen(path, "ab");
+    cr_assert_eq(fwrite(tail, 1, tail_length, f), tail_length);
+    fclose(f);
+}
+
+/* A gzip file is read to the end of its stream, and nothing may follow it: zlib's gzread
+ * would drop the bytes after it unseen. A series of members is one gzip file. */
+Test(stage09, a_gzip_data_file_ends_where_its_stream_ends)
+{
+    static const char text[] = IRIS2 "5.1,3.5,1.4,0.2,0\n4.9,3.0,1.4,0.2,2\n";
+    DatasetSpec spec = DATASET_IRIS;
+    spec.sha256 = NULL;
+    spec.rows = 2;
+    char dir[32];
+    scratch_make(dir);
+    const char *path = scratch_path(dir, "iris.csv.gz");
+    LgError err = LG_ERROR_INIT;
+    for (int members = 1; members <= 2; members++) {
+        Dataset d = {0};
+        write_gzip(path, text, members, "", 0);
+        cr_assert_eq(dataset_load(&spec, path, &d, &err), LG_OK, "%s", err.message);
+        cr_assert(d.rows == 2 && d.label[1] == 2 && d.x[4] == 4.9, "%d members", members);
+        dataset_free(&d);
+    }
+    write_gzip(path, text, 1, "garbage", 7);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    Dataset d = {0};
+    cr_assert_eq(dataset_load(&spec, path, &d, &err), LG_ERR_INVALID);
+    char want[256];
+    snprintf(want, sizeof want, "%s: 7 bytes after the end of the gzip stream, at byte %lld: "
+             "a data file ends where its stream ends", path, (long long)st.st_size - 7);
+    cr_assert_str_eq(err.message, want);
+    write_gzip(path, text, 1, "\0", 1); /* one NUL byte of padding is a byte too */
+    cr_assert_eq(dataset_load(&spec, path, &d, &err), LG_ERR_INVALID);
+    cr_assert(strstr(err.message, ": 1 bytes after the end of the gzip stream"), "%s",
+              err.message);
+    write_gzip(path, text, 1, "", 0);
+    cr_assert_eq(truncate(path, st.st_size - 7 - 4), 0); /* the length in the trailer cut */
+    cr_assert_eq(dataset_load(&spec, path, &d, &err), LG_ERR_INVALID);
+    snprintf(want, sizeof want, "%s: not a readable gzip stream: it ends before its end",
+             path);
+    cr_assert_str_eq(err.message, want);
+    cr_assert_null(d.x);
+    scratch_remove(dir);
 }
 
 Test(stage09, a_file_with_another_digest_or_no_file_is_refused)
@@ -691,6 +798,49 @@ static void write_edited(const char *path, const char *text, const char *from, c
     fclose(f);
 }
 
+/* Load text (n bytes) from path; it must be refused with the message "<path>:<want>". */
+static void expect_refused_bytes(Trainer *t, const char *path, const char *text, size_t n,
+                                 const char *want)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_eq(fwrite(text, 1, n, f), n);
+    fclose(f);
+    LgError err = LG_ERROR_INIT;
+    size_t blocks = mem_live_blocks();
+    cr_assert_neq(checkpoint_load(t, path, &err), LG_OK);
+    char message[512];
+    snprintf(message, sizeof message, "%s:%s", path, want);
+    cr_assert_str_eq(err.message, message);
+    cr_assert_eq(mem_live_blocks(), blocks);
+}
+
+/* A row cut out of a tensor is named as missing, on the line where the next section
+ * begins; a NUL byte is named where it is. */
+static void expect_missing_row_and_nul(Trainer *t, const char *saved, const char *path)
+{
+    static char text[1 << 16];
+    const char *next = strstr(saved, "\ntensor mlp.fc2.weight");
+    cr_assert_not_null(next);
+    const char *row = next;
+    while (row[-1] != '\n')
+        row--; /* the last row of mlp.fc1.weight starts here */
+    size_t line = 1;
+    for (const char *p = saved; p < row; p++)
+        line += *p == '\n';
+    int n = snprintf(text, sizeof text, "%.*s%s", (int)(row - saved), saved, next + 1);
+    char *crc = strstr(text, "crc32 ");
+    uLong c = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)text, (uInt)(crc - text));
+    n = (int)(crc - text) + snprintf(crc, 16, "crc32 %08lx\n", (unsigned long)c);
+    char want[256];
+    snprintf(want, sizeof want, "%zu: tensor mlp.fc1.weight ends after 15 of 16 rows: row 15 "
+             "is missing, a section begins here", line);
+    expect_refused_bytes(t, path, text, (size_t)n, want);
+    n = snprintf(text, sizeof text, "%s", saved);
+    text[strstr(text, "model mlp") - text + 7] = '\0';
+    expect_refused_bytes(t, path, text, (size_t)n, "2:8: a NUL byte, 0x00: a checkpoint's "
+                         "lines hold printable text and end with a line feed alone");
+}
+
 Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
 {
     Run r, other;
@@ -709,13 +859,14 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
     const char *first_value = strstr(strstr(text, "tensor mlp.fc1.weight"), "\n") + 1;
     char value[32];
     sscanf(first_value, "%31s", value);
-    char nan_row[64];
+    char nan_row[64], two_blanks[64];
     snprintf(nan_row, sizeof nan_row, "\n%s ", value);
+    snprintf(two_blanks, sizeof two_blanks, "\n%s  ", value);
     const struct { const char *from, *to; int reseal; const char *message; } cases[] = {
         {"epoch", "epocH", 0, "checksum mismatch"},
         {"crc32", "crc3", 0, "truncated or damaged: it does not end with a crc32 line"},
         {"tensor mlp.fc1.weight", "tensor mlp.fc9.weight", 1,
-         "unknown tensor name mlp.fc9.weight: the model has no such tensor"},
+         "unknown tensor name 'mlp.fc9.weight': the model has no such tensor"},
         {"tensor mlp.fc2.weight 3 16", "tensor mlp.fc2.weight 3 15", 1,
          "tensor mlp.fc2.weight has shape (3, 15), the model's is (3, 16)"},
         {"velocity mlp.fc2.weight", "velocity mlp.fc1.weight", 1,
@@ -740,8 +891,26 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
         {"momentum 0x1.ccccccccccccdp-1", "momentum 0x1.cccccccccccccp-1", 1, "made with "
          "momentum 0.89999999999999991, this run has 0.90000000000000002"},
         /* a CRLF line end is shown where it is, not hidden inside quotes */
-        {"model mlp\n", "model mlp\r\n", 1, ":2:10: a carriage return, 0x0d: a checkpoint's "
-         "lines hold printable text and end with a line feed alone"},
+        {"model mlp\n", "model mlp\r\n", 1, ":2:10: a carriage return (CR), 0x0d: a "
+         "checkpoint's lines hold printable text and end with a line feed alone"},
+        /* only the grammar a save writes: no trailing text, sign, leading zero, blank */
+        {"litgrad-checkpoint 1\n", "litgrad-checkpoint 1x\n", 1, ":1: the version must be "
+         "an unsigned integer written as %zu writes it: got '1x'"},
+        {"batch 16", "batch 016", 1, ":5: batch must be an unsigned integer written as %zu "
+         "writes it: got '016'"},
+        {"batch 16", "batch +16", 1, "got '+16'"},
+        {"epoch ", "epoch  ", 1, "epoch must be an unsigned integer written as %zu writes "
+         "it: got ' 2'"},
+        {"learning-rate 0x", "learning-rate 0X", 1, ":6: learning-rate must be a number as "
+         "%a writes it: got '0X1.999999999999ap-5'"},
+        {"learning-rate 0x1.999999999999ap-5", "learning-rate 0.05", 1, "got '0.05'"},
+        {"epoch ", "epoc ", 1, ":8: expected the field 'epoch': got 'epoc 2'"},
+        {"tensor mlp.fc2.weight 3 16", "tensor mlp.fc2.weight 3 +16", 1,
+         "expected 'tensor NAME ROWS COLS' or 'velocity NAME ROWS COLS'"},
+        {"tensor mlp.fc2.weight", "tensor  mlp.fc2.weight", 1, "expected 'tensor NAME"},
+        {"tensor mlp.fc2.weight 3 16", "tensor mlp.fc2.weight 3 16 ", 1, "expected 'tensor"},
+        {nan_row, two_blanks, 1, "mlp.fc1.weight[0,1] is empty: a row's values are separated "
+         "by single blanks"},
     };
     uint32_t crc = params_crc(other.model);
     TrainPosition at = other.trainer->at;
@@ -776,6 +945,8 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
     write_edited(bad, text, "crc32 00000000", "crc32 00000000", 1);
     cr_assert_eq(checkpoint_load(other.trainer, bad, &err), LG_ERR_INVALID);
     cr_assert(strstr(err.message, "missing velocity mlp.fc2.weight"), "%s", err.message);
+    expect_missing_row_and_nul(other.trainer, saved, bad);
+    cr_assert_eq(params_crc(other.model), crc);
     FILE *f = fopen(bad, "r+b");
     cr_assert_eq(ftruncate(fileno(f), 100), 0);
     fclose(f);
@@ -826,7 +997,71 @@ Test(stage09, a_save_killed_50_times_always_leaves_a_checkpoint_that_loads, .tim
                      kills, err.message);
     }
     cr_assert_geq(kills, 50);
-    scratch_remove(dir); /* the checkpoint and any temporary file a kill left */
+    cr_assert_eq(checkpoint_save(back.trainer, path, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(lg_count_entries(dir), 1, "a save removes what the kills left");
+    scratch_remove(dir);
+    run_close(&back);
+    run_close(&r);
+}
+
+/* A save removes the temporary files of its path that killed saves left, and only
+ * those: not a file that a live save holds (locked), not a name of another pattern, not
+ * a directory or a symbolic link of the pattern. */
+Test(stage09, a_save_removes_the_temporary_files_that_killed_saves_left)
+{
+    Run r, back;
+    run_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG);
+    run_open(&back, &DATASET_IRIS, 16, &IRIS_CONFIG);
+    train_epochs(r.trainer, 1);
+    LgError err = LG_ERROR_INIT;
+    char dir[32];
+    scratch_make(dir);
+    static const char *const stale[2] = {"stage-09.ckpt.Ab3dE9", "stage-09.ckpt.zzzzzz"};
+    static const char *const kept[5] = {"stage-09.ckpt.abc", "stage-09.ckpt.Ab3dE9x",
+                                        "other.ckpt.Ab3dE9", "stage-09.ckpt.Ab-dE9",
+                                        "stage-09.ckpt.Live01"};
+    for (int i = 0; i < 7; i++) {
+        FILE *f = fopen(scratch_path(dir, i < 2 ? stale[i] : kept[i - 2]), "w");
+        fputs("half a checkpoint\n", f);
+        fclose(f);
+    }
+    cr_assert_eq(mkdir(scratch_path(dir, "stage-09.ckpt.Dir001"), 0700), 0);
+    cr_assert_eq(symlink(stale[0], scratch_path(dir, "stage-09.ckpt.Link01")), 0);
+    int ready[2], done[2];
+    cr_assert(pipe(ready) == 0 && pipe(done) == 0);
+    fflush(NULL);
+    pid_t holder = fork(); /* a live save: it holds the lock of its temporary file */
+    cr_assert(holder >= 0);
+    if (holder == 0) {
+        int fd = open(scratch_path(dir, kept[4]), O_RDWR);
+        struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        char c = fd >= 0 && fcntl(fd, F_SETLK, &lock) == 0 ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1 || read(done[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    char c = 0;
+    cr_assert(read(ready[0], &c, 1) == 1 && c == 'y', "the holder took its lock");
+    char path[64];
+    snprintf(path, sizeof path, "%s/stage-09.ckpt", dir);
+    cr_assert_eq(checkpoint_save(r.trainer, path, &err), LG_OK, "%s", err.message);
+    cr_assert(write(done[1], "x", 1) == 1);
+    waitpid(holder, NULL, 0);
+    struct stat st;
+    for (int i = 0; i < 2; i++)
+        cr_assert_neq(lstat(scratch_path(dir, stale[i]), &st), 0, "%s stays", stale[i]);
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(lstat(scratch_path(dir, kept[i]), &st), 0, "%s is gone", kept[i]);
+    cr_assert_eq(lstat(scratch_path(dir, "stage-09.ckpt.Link01"), &st), 0);
+    cr_assert_eq(rmdir(scratch_path(dir, "stage-09.ckpt.Dir001")), 0, "the directory stays");
+    cr_assert_eq(lg_count_entries(dir), 7, "the checkpoint, 5 files and the link");
+    cr_assert_eq(checkpoint_load(back.trainer, path, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(params_crc(back.model), params_crc(r.model));
+    for (int i = 0; i < 2; i++) {
+        close(ready[i]);
+        close(done[i]);
+    }
+    scratch_remove(dir);
     run_close(&back);
     run_close(&r);
 }
