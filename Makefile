@@ -15,7 +15,10 @@
 #   make chunkstats       the main line's share of code in step-named chunks, long chunks
 #   make crosscheck       install PyTorch (tools/install-deps crosscheck; make installs it too) and
 #                         compare litgrad with it: Appendix A's table, also in the book
-#   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/)
+#   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/;
+#                         with CC=clang, build/san-clang/)
+#   make fuzz             every libFuzzer target tests/fuzz/fuzz_*.c, FUZZ_SECONDS each
+#                         (see "fuzzing" below); make test runs their regression inputs
 #
 # Stage N's code is notangle over stages/stage_01*.nw .. stage_NN*.nw; gaps in the
 # numbering are fine. See README.md.
@@ -29,6 +32,9 @@ MAKEFLAGS += --no-builtin-rules
 
 CC := gcc
 WARNINGS := -std=c11 -Wall -Wextra -Wpedantic -Werror
+# clang contracts a * b + c into one fused operation under -std=c11 (gcc does not: ISO C
+# mode turns it off), and folds such constants fused: the book's numbers are unfused.
+WARNINGS += $(if $(findstring clang,$(notdir $(CC))),-ffp-contract=off)
 SANITIZERS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # The test files are compiled without optimisation: they are the largest translation
 # units (Criterion's macros), compiled once for every stage whose headers they see
@@ -40,7 +46,8 @@ SANITIZERS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-f
 # program's start (mapping zlib, Nettle, libm and the C library, relocating them) cost
 # here about twice that of a static one.
 ifeq ($(SAN),1)
-B := build/san
+# One directory per compiler: make SAN=1 CC=clang test builds under build/san-clang/.
+B := build/san$(if $(filter-out gcc,$(notdir $(CC))),-$(notdir $(CC)))
 CFLAGS := $(WARNINGS) -O1 -g $(SANITIZERS)
 TEST_CFLAGS := $(CFLAGS)
 PROGRAM_LDFLAGS :=
@@ -75,13 +82,13 @@ FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
 .PHONY: all stages pdf test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
-        crosscheck program-share chunkstats
+        crosscheck program-share fuzz fuzz-regressions chunkstats
 all: stages $(TESTBINS) pdf
 stages: $(BINS)
 pdf: $(PDFS)
 
 # ---- tools: install what is missing, and say so --------------------------------------
-TOOLS := gcc notangle noweave noroots cpif gnuplot dot pdflatex bibtex pdftoppm pdftotext
+TOOLS := gcc clang notangle noweave noroots cpif gnuplot dot pdflatex bibtex pdftoppm pdftotext
 deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
@@ -219,7 +226,8 @@ test-stage: $(B)/test/stage-$(NN)
 # command-line and allocation-walk rules) against every program: stage N's binary runs
 # stage N's tests (OWN=1); about a sixth of the test runs, for the edit-test loop.
 test: lint
-	+@$(call run_tests,$(STAGES),); tools/test-summary $(B)/log $(STAGES)
+	+@$(call run_tests,$(STAGES),); ok=0; tools/test-summary $(B)/log $(STAGES) || ok=1; \
+	  $(MAKE) --no-print-directory SAN=$(SAN) fuzz-regressions || ok=1; exit $$ok
 
 test-quick: lint
 	+@$(call run_tests,$(STAGES),1); tools/test-summary $(B)/log $(STAGES)
@@ -530,6 +538,78 @@ crosscheck: $(B)/bin/crosscheck-export $(XC)/.tangled
 	mv build/results/crosscheck.txt.tmp build/results/crosscheck.txt; \
 	echo '\lgcrosschecktrue' > build/results/crosscheck-ran.tex; \
 	cat build/results/crosscheck.txt; exit $$status
+
+# ---- fuzzing ------------------------------------------------------------------------------
+# A fuzz target is a file tests/fuzz/fuzz_NAME.c that defines LLVMFuzzerTestOneInput and
+# has a seed corpus, the directory tests/fuzz/corpus/NAME/ (and, if it likes, a libFuzzer
+# dictionary tests/fuzz/NAME.dict). Every such file is picked up by itself and linked
+# against the last stage's library; nothing here names a target.
+#   make fuzz [FUZZ_SECONDS=60]  builds each target with clang -fsanitize=fuzzer,address,
+#       undefined (build/fuzz/) and runs it FUZZ_SECONDS on a working copy of its corpus
+#       (build/fuzz/corpus/NAME/, seeded from tests/fuzz/corpus/NAME/ and the target's
+#       regressions), one target after the other. A finding (crash, leak, sanitizer
+#       report, timeout) is written to build/fuzz/findings/NAME/ and fails make.
+#   A finding, once fixed, is kept as a file in tests/fuzz/regressions/NAME/: make test
+#   (fuzz-regressions) runs every such file through the target linked without libFuzzer,
+#   with $(CC) and $(CFLAGS) (the sanitizers under SAN=1) and tests/fuzz/regress_main.c,
+#   each file in a process of its own.
+FUZZ_SECONDS := 60
+FUZZ_TIMEOUT := 20
+FUZZ_CC := clang
+FUZZ_CFLAGS := $(WARNINGS) -ffp-contract=off -O1 -g -fno-omit-frame-pointer \
+  -fsanitize=address,undefined -fno-sanitize-recover=all
+fuzz_name = $(patsubst fuzz_%.c,%,$(notdir $(1)))
+FUZZ_NAMES := $(foreach f,$(sort $(wildcard tests/fuzz/fuzz_*.c)),\
+  $(if $(wildcard tests/fuzz/corpus/$(call fuzz_name,$f)/.),$(call fuzz_name,$f)))
+FUZZ_TREE := $(T)/stage_$(LAST)
+FUZZ_LIB_OBJS := $(patsubst $(B)/obj/stage_$(LAST)/%,build/fuzz/obj/%,$(call lib_objs,$(LAST)))
+
+build/fuzz/obj/%.o: $(FUZZ_TREE)/%.c tools/cc-once
+	tools/cc-once build/fuzz/objcache $@ $(FUZZ_TREE) $(FUZZ_CC) $(FUZZ_CFLAGS) \
+	  -fsanitize=fuzzer-no-link -fmacro-prefix-map=$(FUZZ_TREE)/= -I$(FUZZ_TREE) \
+	  $(DATA_DIR_DEFINE) $<
+build/fuzz/obj/fuzz_%.o: tests/fuzz/fuzz_%.c tools/cc-once | $(FUZZ_TREE)/.tangled
+	tools/cc-once build/fuzz/objcache $@ $(FUZZ_TREE) $(FUZZ_CC) $(FUZZ_CFLAGS) \
+	  -fsanitize=fuzzer-no-link -I$(FUZZ_TREE) $(DATA_DIR_DEFINE) $<
+build/fuzz/fuzz_%: build/fuzz/obj/fuzz_%.o $(FUZZ_LIB_OBJS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+-include $(wildcard build/fuzz/obj/*.d)
+
+fuzz: $(foreach n,$(FUZZ_NAMES),build/fuzz/fuzz_$(n))
+	@for n in $(FUZZ_NAMES); do \
+	  mkdir -p build/fuzz/corpus/$$n build/fuzz/findings/$$n; \
+	  dict=; [ ! -f tests/fuzz/$$n.dict ] || dict=-dict=tests/fuzz/$$n.dict; \
+	  seeds=tests/fuzz/corpus/$$n; [ ! -d tests/fuzz/regressions/$$n ] || \
+	    seeds="$$seeds tests/fuzz/regressions/$$n"; \
+	  echo "fuzz $$n: $(FUZZ_SECONDS) s, log in build/fuzz/fuzz_$$n.log"; \
+	  if build/fuzz/fuzz_$$n $$dict -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
+	       -rss_limit_mb=2560 -print_final_stats=1 -artifact_prefix=build/fuzz/findings/$$n/ \
+	       build/fuzz/corpus/$$n $$seeds > build/fuzz/fuzz_$$n.log 2>&1; then \
+	    grep -E '^#[0-9]+[[:space:]]+DONE' build/fuzz/fuzz_$$n.log | tail -n 1; \
+	    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)' \
+	      build/fuzz/fuzz_$$n.log; \
+	  else tail -n 60 build/fuzz/fuzz_$$n.log; \
+	    echo "fuzz $$n: a finding in build/fuzz/findings/$$n/; once fixed, keep it in" \
+	         "tests/fuzz/regressions/$$n/" >&2; exit 1; fi; \
+	done
+
+# The regression driver of each target: the target without libFuzzer, for make test.
+FUZZ_REGRESS := $(foreach n,$(FUZZ_NAMES),$(B)/fuzz/regress_$(n))
+$(FUZZ_REGRESS): $(B)/fuzz/regress_%: tests/fuzz/fuzz_%.c tests/fuzz/regress_main.c \
+                                       $(B)/obj/stage_$(LAST)/lib.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -I$(FUZZ_TREE) -o $@ $(filter %.c,$^) $(B)/obj/stage_$(LAST)/lib.a $(LDLIBS)
+
+fuzz-regressions: $(FUZZ_REGRESS)
+	@passed=0; failed=0; for n in $(FUZZ_NAMES); do \
+	  [ -d tests/fuzz/regressions/$$n ] || continue; \
+	  files=$$(find tests/fuzz/regressions/$$n -type f | sort); [ -n "$$files" ] || continue; \
+	  line=$$($(B)/fuzz/regress_$$n $$n $$files | tail -n 1) || :; \
+	  read -r p f < <(echo "$$line" | sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed.*/\1 \2/'); \
+	  [ -n "$$p" ] || { p=0; f=1; }; \
+	  echo "  $$line"; passed=$$((passed + p)); failed=$$((failed + f)); \
+	done; \
+	echo "fuzz regressions: $$passed passed, $$failed failed"; [ $$failed -eq 0 ]
 
 clean:
 	rm -rf build

@@ -40,7 +40,17 @@
 #include "mem.h"
 #include "value.h"
 
+/* LG_ASAN: built with AddressSanitizer, by gcc (__SANITIZE_ADDRESS__) or by clang 14
+ * (__has_feature, its only way of saying so). */
 #if defined(__SANITIZE_ADDRESS__)
+#define LG_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LG_ASAN 1
+#endif
+#endif
+
+#if defined(LG_ASAN)
 #include <sanitizer/lsan_interface.h>
 #endif
 
@@ -57,7 +67,7 @@ static inline void lg_expect_no_leaks(void)
 {
     size_t live = mem_live_blocks();
     int leaked_elsewhere = 0;
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(LG_ASAN)
     leaked_elsewhere = __lsan_do_recoverable_leak_check() != 0;
 #endif
     if (live == 0 && !leaked_elsewhere)

@@ -479,7 +479,7 @@ Test(stage02, value_dot_writes_the_nodes_of_the_loop_it_replaces)
         if (with_c)
             sum = value_add(loop, sum, c);
         Value *got = value_dot(dot, a, b, N, with_c ? c : NULL);
-        cr_assert_eq(tape_count(dot), 2 * N - 1 + with_c);
+        cr_assert_eq(tape_count(dot), (size_t)(2 * N - 1 + with_c));
         cr_assert_eq(tape_count(dot), tape_count(loop));
         cr_assert_eq(tape_position(dot, got), tape_position(loop, sum), "the sum is the last node");
         for (size_t k = 0; k < tape_count(loop); k++) {

@@ -584,7 +584,7 @@ Test(stage03, program_refuses_bad_command_lines_alike)
  * shadow needs far more address space than any limit) by its own allocation limit. */
 Test(stage03, too_little_memory_fails_before_anything_is_printed)
 {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(LG_ASAN)
     const char *limit = "ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
                         "allocator_may_return_null=1:max_allocation_size_mb=512\"";
 #else

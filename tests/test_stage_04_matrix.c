@@ -504,8 +504,8 @@ Test(stage04, program_names_the_rule_of_each_refusal)
     static const char *const rules[] = {
         "--batch 3.0\n    -> invalid: --batch must be an integer in [1, 1024]: got '3.0'",
         "--batch 18446744073709551616\n    -> invalid: --batch must be an integer in [1, 1024]:",
-        "--batch 1024 --in 64 --out 1024 (each size legal)\n    -> budget: plan limit exceeded: "
-        "the plan needs 133300224 nodes (6.4 GB), limit 16777216",
+        ("--batch 1024 --in 64 --out 1024 (each size legal)\n    -> budget: plan limit exceeded: "
+         "the plan needs 133300224 nodes (6.4 GB), limit 16777216"),
         "a shape check cannot see it; Stage 07's seal will refuse it",
     };
     for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++)

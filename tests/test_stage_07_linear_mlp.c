@@ -1138,8 +1138,8 @@ Test(stage07, program_prints_the_seeds_observations)
         "  live blocks after freeing everything: 0\n",
         "sanity check: PASS\n",
         "  plan: fc1 40 + relu 8 + fc2 28 = 76 nodes; output (2, 2); 0 operations so far\n",
-        "  T = 1, node budget 37: plan 20 + 4 + 14 = 38 -> node budget exceeded: need 38, "
-        "limit 37\n",
+        ("  T = 1, node budget 37: plan 20 + 4 + 14 = 38 -> node budget exceeded: need 38, "
+         "limit 37\n"),
         "  manifest-only check (the sealed list alone): passes\n",
         "  mlp.fc1.weight[2,1] = -0.056472078594707806 at parameter tape position 7",
     };

@@ -185,7 +185,20 @@ Test(stage10, f32_numbers_neither_overflow_nor_underflow_silently)
     cr_assert_eq(tensor_scalar_elem(3.4028236e38, TENSOR_FLOAT32, &e, &err), LG_ERR_INVALID);
     cr_assert_str_eq(err.message, "scalar 3.4028235999999999e+38 does not fit f32 (largest "
                      "3.40282347e+38)");
+    /* A number written in a program or on the command line is named as written. */
+    cr_assert_null(ir_parse("def f() {\n  %k = full([], 1e39, f32)\n  return %k\n}\n", "t",
+                            &err));
+    cr_assert_str_eq(err.message, "t:2:8: scalar 1e39 does not fit f32 (largest "
+                     "3.40282347e+38)");
+    cr_assert_null(ir_parse("def f(%x: f32[]) {\n  %y = mul(%x, -1.0e-46)\n  return %y\n}\n",
+                            "t", &err));
+    cr_assert_str_eq(err.message, "t:2:8: scalar -1.0e-46 underflows to zero in f32 (smallest "
+                     "nonzero 1.40129846e-45)");
     ProgramRun run;
+    run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1e39");
+    cr_assert_eq(run.status, 2, "%s", run.output);
+    cr_assert_str_eq(run.output, "stage-10: error: --input state: scalar 1e39 does not fit f32 "
+                     "(largest 3.40282347e+38)\n");
     run_program(&run, "stage-10", "docs/examples/halve.lgir --input state=1e-46");
     cr_assert_eq(run.status, 2, "%s", run.output);
     cr_assert_str_eq(run.output, "stage-10: error: --input state: scalar 1e-46 underflows to "
@@ -452,6 +465,8 @@ Test(stage10, malformed_programs_are_refused_with_line_and_column)
          "t:2:16: a number must be finite: got '1e999'"},
         {"def f(%x: f32[]) {\n  %y = mul(%x, 2x)\n  return\n}\n", LG_ERR_IR_INVALID,
          "t:2:16: malformed number starting '2x'"},
+        {"def f(%x: f32[]) {\n  %y = mul(%x, -\n3)\n  return\n}\n", LG_ERR_IR_INVALID,
+         "t:2:16: malformed number starting '-'"},
         {"def f(%x: f32[]) { return $ }", LG_ERR_IR_INVALID, "t:1:27: unexpected character '$'"},
         {"def f(%averyveryveryveryverylongname123: f32[]) { return }", LG_ERR_IR_INVALID,
          "t:1:7: a name has at most 31 characters"},
@@ -462,6 +477,111 @@ Test(stage10, malformed_programs_are_refused_with_line_and_column)
         cr_assert_str_eq(err.message, cases[i].message, "case %zu", i);
         cr_assert_eq(err.status, cases[i].status, "case %zu: %s", i, status_name(err.status));
         cr_assert_eq(mem_live_blocks(), 0, "case %zu left blocks", i);
+    }
+}
+
+/* What an operand letter of a signature asks for, as the checker names it; NULL if the
+ * letter accepts `kind`. */
+static const char *letter_needs(char letter, IrArgKind kind)
+{
+    switch (letter) {
+    case 'v': return kind == IR_ARG_VALUE ? NULL : "a value";
+    case 'o': return kind == IR_ARG_VALUE || kind == IR_ARG_NUMBER ? NULL
+                                                                    : "a value or a number";
+    case 'n': return kind == IR_ARG_NUMBER ? NULL : "a number";
+    case 's': return kind == IR_ARG_SHAPE ? NULL : "a shape";
+    case 'd': return kind == IR_ARG_DTYPE ? NULL : "a dtype";
+    case 'f': return kind == IR_ARG_FUNCTION ? NULL : "a function";
+    }
+    cr_assert_fail("unknown operand letter '%c'", letter);
+    return NULL;
+}
+
+/* An operand of `kind` that fits a function whose value 0 is f32[]. */
+static IrArg arg_of_kind(IrArgKind kind)
+{
+    IrArg arg;
+    memset(&arg, 0, sizeof arg);
+    arg.kind = kind;
+    if (kind == IR_ARG_NUMBER)
+        arg.number = (TensorNumber){.value = 0, .integer = true, .fits_i64 = true, .text = "0"};
+    if (kind == IR_ARG_SHAPE)
+        arg.type = (TensorType){TENSOR_FLOAT32, 1, {2}};
+    if (kind == IR_ARG_FUNCTION)
+        strcpy(arg.function, "g");
+    return arg;
+}
+
+/* Every row of the operation table, a later stage's too, has a signature of known letters
+ * (a '+' only last), and the checker refuses every kind a letter does not take, at every
+ * position, naming the operation, the position, the kind expected and the kind found. */
+Test(stage10, every_operand_is_checked_against_its_operations_signature)
+{
+    static const char *const kinds[] = {"a value", "a number", "a shape", "a dtype",
+                                        "a function"};
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = ir_program_new(&err);
+    size_t f;
+    cr_assert_eq(ir_add_function(program, "f", &f, &err), LG_OK);
+    cr_assert_eq(ir_add_param(&program->functions[f], "x", &F32, &err), LG_OK);
+    for (IrOp op = 0; op < IR_OP_COUNT; op++) {
+        const IrOpInfo *info = ir_op_info(op);
+        cr_assert_not_null(info->operands, "%s has a signature", info->name);
+        size_t letters = strlen(info->operands);
+        cr_assert_gt(letters, 0u, "%s", info->name);
+        size_t n = info->operands[letters - 1] == '+' ? letters - 1 : letters;
+        cr_assert_null(memchr(info->operands, '+', n), "%s: '+' comes last", info->name);
+        IrArg args[IR_MAX_ARGS];
+        IrInstr in = {.op = op, .nargs = n, .args = args,
+                      .nresults = info->results >= 0 ? (size_t)info->results : 1};
+        for (size_t i = 0; i < n; i++) {
+            char letter = info->operands[i];
+            args[i] = arg_of_kind(letter == 'n' ? IR_ARG_NUMBER : letter == 's' ? IR_ARG_SHAPE
+                                  : letter == 'd' ? IR_ARG_DTYPE : letter == 'f'
+                                  ? IR_ARG_FUNCTION : IR_ARG_VALUE);
+        }
+        const char *names[IR_MAX_RESULTS] = {"r"};
+        for (size_t i = 0; i < n; i++)
+            for (IrArgKind kind = IR_ARG_VALUE; kind <= IR_ARG_FUNCTION; kind++) {
+                const char *need = letter_needs(info->operands[i], kind);
+                if (need == NULL)
+                    continue;
+                IrArg kept = args[i];
+                args[i] = arg_of_kind(kind);
+                char want[LG_MESSAGE_MAX];
+                snprintf(want, sizeof want, "operand %zu of %s must be %s: got %s", i + 1,
+                         info->name, need, kinds[kind]);
+                cr_assert_eq(ir_add_instr(program, 0, &in, names, &err), LG_ERR_IR_INVALID,
+                             "%s operand %zu as %s", info->name, i + 1, kinds[kind]);
+                cr_assert_str_eq(err.message, want);
+                args[i] = kept;
+            }
+        cr_assert_eq(program->functions[0].ninstrs, 0u, "nothing was added");
+    }
+    ir_program_free(&program);
+}
+
+/* The same rule from a program text: the message is placed at the operation. */
+Test(stage10, a_wrong_operand_kind_in_a_text_is_refused_at_the_operation)
+{
+    static const struct { const char *instr, *message; } cases[] = {
+        {"%y = add(%x, [2])", "t:2:8: operand 2 of add must be a value or a number: got a shape"},
+        {"%y = neg(1)", "t:2:8: operand 1 of neg must be a value: got a number"},
+        {"%y = exp(@g)", "t:2:8: operand 1 of exp must be a value: got a function"},
+        {"%y = zeros_like(f32)", "t:2:8: operand 1 of zeros_like must be a value: got a dtype"},
+        {"%y = full([2], f32, f32)", "t:2:8: operand 2 of full must be a number: got a dtype"},
+        {"%y = full([2], 1, 2)", "t:2:8: operand 3 of full must be a dtype: got a number"},
+        {"copy_(0.5, %x)", "t:2:3: operand 1 of copy_ must be a value: got a number"},
+        {"%y = alias([])", "t:2:8: operand 1 of alias must be a value: got a shape"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char text[160];
+        snprintf(text, sizeof text, "def f(%%x: f32[]) {\n  %s\n  return\n}\n",
+                 cases[c].instr);
+        LgError err = LG_ERROR_INIT;
+        cr_assert_null(ir_parse(text, "t", &err), "case %zu parsed", c);
+        cr_assert_eq(err.status, LG_ERR_IR_INVALID, "case %zu", c);
+        cr_assert_str_eq(err.message, cases[c].message, "case %zu", c);
     }
 }
 
@@ -603,7 +723,17 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
         {{"x=1", "i=[1, 2]", "b=1"}, 3, "--input i: i64[] takes 1 number: got 2"},
         {{"x=1", "i=2.5", "b=1"}, 3,
          "--input i: scalar 2.5 is not an i64 value (an integer in [-2^63, 2^63 - 1])"},
-        {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x must be a number: got 'z'"},
+        {{"x=[1, 2, z]", "i=2", "b=1"}, 3, "--input x: element 3 must be a number: got 'z'"},
+        {{"x=[1,,2]", "i=2", "b=1"}, 3, "--input x: element 2 must be a number: got ''"},
+        {{"x=[,1,2]", "i=2", "b=1"}, 3, "--input x: element 1 must be a number: got ''"},
+        {{"x=[1, 2,]", "i=2", "b=1"}, 3, "--input x: element 3 must be a number: got ''"},
+        {{"x=[1, 1e39, 2]", "i=2", "b=1"}, 3,
+         "--input x: element 2: scalar 1e39 does not fit f32 (largest 3.40282347e+38)"},
+        {{"x=1e39", "i=2", "b=1"}, 3,
+         "--input x: scalar 1e39 does not fit f32 (largest 3.40282347e+38)"},
+        {{"x=[1, 2, 3]", "i=2", "b=[true, 2]"}, 3,
+         "--input b: element 2: scalar 2 is not a bool value (0 or 1)"},
+        {{"x=1", "i=z", "b=1"}, 3, "--input i must be a number: got 'z'"},
         {{"x=[1, 2, 3", "i=2", "b=1"}, 3, "--input x: a list must end with ']': got '[1, 2, 3'"},
         {{"x=[]", "i=2", "b=1"}, 3, "--input x: a list holds at least one number: got '[]'"},
         {{"x=1", "i=[ ]", "b=1"}, 3, "--input i: a list holds at least one number: got '[ ]'"},
@@ -634,6 +764,60 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
         cr_assert_eq(mem_live_blocks(), before, "allocation %zu failed and leaked", k);
     }
     ir_program_free(&program);
+}
+
+/* A limit of a program file is a bad input file, exit 2, like a broken rule of its
+ * grammar: one value more than a function may hold, and parameters with more elements
+ * than the inputs of a run may have. */
+Test(stage10, a_limit_of_a_program_file_is_a_bad_input_file)
+{
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    char chain[] = "/tmp/lg10-chain-XXXXXX", wide[] = "/tmp/lg10-wide-XXXXXX";
+    int fd = mkstemp(chain);
+    cr_assert_geq(fd, 0);
+    FILE *file = fdopen(fd, "w");
+    cr_assert_not_null(file);
+    char prev[4] = "x", name[4];
+    fputs("def f(%x: f32[]) {\n", file);
+    for (size_t i = 0; i < IR_MAX_VALUES; i++) {   /* 1 + 65536 values: one too many */
+        for (size_t k = 0, v = i; k < 3; k++, v /= 52)
+            name[k] = letters[v % 52];
+        name[3] = '\0';
+        fprintf(file, "%%%s=neg(%%%s)\n", name, prev);
+        memcpy(prev, name, sizeof prev);
+    }
+    fprintf(file, "return %%%s\n}\n", prev);
+    cr_assert_leq(ftell(file), (long)RUNNER_FILE_MAX, "the file is not refused for its size");
+    cr_assert_eq(fclose(file), 0);
+    fd = mkstemp(wide);
+    cr_assert_geq(fd, 0);
+    static const char wide_text[] = "def f(%a: f32[4096, 4096], %b: f32[]) {\n  return\n}\n";
+    cr_assert_eq(write(fd, wide_text, strlen(wide_text)), (ssize_t)strlen(wide_text));
+    close(fd);
+    char args[96], want[192];
+    static LgRun run;
+    snprintf(args, sizeof args, "%s --input x=1", chain);
+    lg_run(&run, "", "stage-10", args);
+    snprintf(want, sizeof want, "stage-10: error: %s:65537:6: a function has at most 65536 "
+             "values: need 65537\n", chain);
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.err, want);
+    cr_assert_str_eq(run.out, "");
+    snprintf(args, sizeof args, "%s --input a=1 --input b=1", wide);
+    lg_run(&run, "", "stage-10", args);
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.err, "stage-10: error: the inputs of a run have at most 16777216 "
+                     "elements together: f's parameters have 16777217\n");
+    unlink(chain);
+    unlink(wide);
+    LgError err = LG_ERROR_INIT;
+    IrProgram *program = parse_ok(wide_text);
+    Tensor *inputs[2];
+    const char *specs[] = {"a=1", "b=1"};
+    cr_assert_eq(runner_make_inputs(&program->functions[0], (char *const *)specs, 2, inputs,
+                                    &err), LG_ERR_IR_LIMIT);
+    ir_program_free(&program);
+    cr_assert_str_eq(status_name(LG_ERR_IR_LIMIT), "ir-limit");
 }
 
 Test(stage10, program_tells_the_halve_story)

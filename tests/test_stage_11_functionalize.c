@@ -632,6 +632,30 @@ static void expect_example_refused(const LgExample *ex, void *context)
     cr_assert_null(strstr(run.output, "call 1"));
 }
 
+/* A compiled run exits 1 for a broken rule of the run (a mismatch, the work bound) and 2
+ * for a bad input file, a program beyond a limit of the IR or of the compiler included. */
+Test(stage11, a_limit_of_a_program_file_exits_2_and_a_budget_of_a_call_1)
+{
+    cr_assert_eq(compiledemo_exit_status(LG_ERR_IR_LIMIT), 2);
+    cr_assert_eq(compiledemo_exit_status(LG_ERR_IR_INVALID), 2);
+    cr_assert_eq(compiledemo_exit_status(LG_ERR_BUDGET), 1);
+    cr_assert_eq(compiledemo_exit_status(LG_ERR_POSTCONDITION), 1);
+    char wide[] = "/tmp/lg11-wide-XXXXXX", args[96];
+    int fd = mkstemp(wide);
+    cr_assert_geq(fd, 0);
+    static const char text[] = "def f(%a: f32[4096, 4096], %b: f32[]) {\n  return\n}\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    snprintf(args, sizeof args, "%s --input a=1 --input b=1", wide);
+    static LgRun run;
+    lg_run(&run, "", "stage-11", args);
+    unlink(wide);
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.err, "stage-11: error: the inputs of a run have at most 16777216 "
+                     "elements together: f's parameters have 16777217\n");
+    cr_assert_str_eq(run.out, "");
+}
+
 Test(stage11, every_example_matches_and_every_malformed_one_is_refused)
 {
     size_t seen = lg_for_each_example("docs/examples", expect_example_matches, NULL);

@@ -418,11 +418,13 @@ Test(stage12, every_rule_is_checked_before_anything_runs)
                           "  return %r1\n"),
             LG_ERR_IR_INVALID, "@f2 reaches f2 again through loops: a loop may not recurse");
     refused(LOOP_F("while_loop(@c, @b)") COND_OK BODY_OK,
-            LG_ERR_IR_INVALID, "while_loop defines 1 value, so it takes @cond, @body and 1 "
-                               "carried values: got 2 operands");
+            LG_ERR_IR_INVALID, "t:3:8: while_loop takes at least 3 operands: got 2");
+    refused("def f(%s: f32[]) {\n  %a, %b = while_loop(@c, @b, %s)\n  return %a\n}\n"
+            COND_OK BODY_OK,
+            LG_ERR_IR_INVALID, "while_loop defines 2 values, so it takes @cond, @body and 2 "
+                               "carried values: got 3 operands");
     refused(LOOP_F("while_loop(%a0, @b, %a0, %s)") COND_OK BODY_OK,
-            LG_ERR_IR_INVALID, "operand 1 of while_loop must be a function (@cond, @body): got "
-                               "a value");
+            LG_ERR_IR_INVALID, "operand 1 of while_loop must be a function: got a value");
     refused(LOOP_F("while_loop(@c, @b, @c, %s)") COND_OK BODY_OK,
             LG_ERR_IR_INVALID, "operand 3 of while_loop must be a value: got a function");
     refused("def f(%s: f32[]) {\n  while_loop(@c, @b, %s)\n  return\n}\n",
@@ -437,6 +439,80 @@ Test(stage12, every_rule_is_checked_before_anything_runs)
                 "def c(%a: f32[], %s: f32[]) captures(%t) {\n  %go = lt(%a, 1)\n"
                 "  return %go\n}\n" BODY_OK,
             LG_ERR_IR_INVALID, "t:6:38: captured %t is not a parameter of c");
+}
+
+/* Every operand after @cond and @body is a value, carried or captured: a number, a shape
+ * or a dtype there is refused by the operation's signature, before any loop rule reads it
+ * as a value. */
+static const char *const not_values[][2] = {
+    {"0.8", "a number"}, {"-5", "a number"}, {"1e300", "a number"}, {"0", "a number"},
+    {"2", "a number"}, {"i64", "a dtype"}, {"bool", "a dtype"}, {"f32", "a dtype"},
+    {"[]", "a shape"}, {"[2]", "a shape"}, {"[1, 2]", "a shape"},
+};
+
+Test(stage12, a_loop_operand_that_is_not_a_value_is_refused)
+{
+    for (size_t k = 0; k < sizeof not_values / sizeof not_values[0]; k++) {
+        char loop[64], text[1024], message[128];
+        for (int captured = 0; captured < 2; captured++) {
+            snprintf(loop, sizeof loop, captured ? "while_loop(@c, @b, %%a0, %s)"
+                                                 : "while_loop(@c, @b, %s, %%s)",
+                     not_values[k][0]);
+            snprintf(text, sizeof text, "%s%s%s", "def f(%s: f32[]) {\n  %a0 = full([], 0, "
+                     "f32)\n  %a = ", loop, "\n  return %a\n}\n" COND_OK BODY_OK);
+            snprintf(message, sizeof message, "t:3:8: operand %d of while_loop must be a "
+                     "value: got %s", captured ? 4 : 3, not_values[k][1]);
+            LgError err = LG_ERROR_INIT;
+            cr_assert_null(ir_parse(text, "t", &err), "accepted: %s", loop);
+            cr_assert_eq(err.status, LG_ERR_IR_INVALID, "%s", err.message);
+            cr_assert_str_eq(err.message, message);
+            cr_assert_eq(mem_live_blocks(), 0u, "%s left blocks", loop);
+        }
+    }
+}
+
+/* The program: a number as the carried operand exits 2 with one line, printing nothing. */
+Test(stage12, the_program_refuses_a_number_as_a_carried_value_with_one_line)
+{
+    for (size_t k = 0; k < sizeof not_values / sizeof not_values[0]; k++) {
+        char path[] = "/tmp/lg12-operand-XXXXXX", args[64], want[160];
+        int fd = mkstemp(path);
+        cr_assert_geq(fd, 0);
+        FILE *file = fdopen(fd, "w");
+        cr_assert_not_null(file);
+        fprintf(file, "def f(%%a: f32[]) {\n  %%i = while_loop(@c, @b, %s)\n  return %%i\n}\n"
+                "def c(%%i: f32[]) {\n  %%g = lt(%%i, 1)\n  return %%g\n}\n"
+                "def b(%%i: f32[]) {\n  %%j = add(%%i, 1)\n  return %%j\n}\n",
+                not_values[k][0]);
+        cr_assert_eq(fclose(file), 0);
+        snprintf(args, sizeof args, "%s --input a=0.5", path);
+        static LgRun run;
+        lg_run(&run, "", "stage-12", args);
+        unlink(path);
+        snprintf(want, sizeof want, "stage-12: error: %s:2:8: operand 3 of while_loop must be "
+                 "a value: got %s\n", path, not_values[k][1]);
+        cr_assert_eq(run.status, 2, "%s: %s", not_values[k][0], run.err);
+        cr_assert_str_eq(run.out, "");
+        cr_assert_str_eq(run.err, want);
+    }
+}
+
+/* An entry function with no instruction, and a loop in a later function: the loop rules
+ * look up the instruction that mutates a carried value only when one does, so nothing is
+ * computed from the entry function's empty (NULL) instruction array. */
+Test(stage12, a_loop_after_an_empty_entry_function_is_checked)
+{
+    IrProgram *program = parse_ok("def f(%s: f32[]) {\n  return %s\n}\n"
+                                  "def g(%s: f32[]) {\n  %a0 = full([], 0, f32)\n"
+                                  "  %a = while_loop(@c, @b, %a0, %s)\n  return %a\n}\n"
+                                  COND_OK BODY_OK);
+    cr_assert_null(program->functions[0].instrs);
+    ir_program_free(&program);
+    refused("def f(%s: f32[]) {\n  return %s\n}\n"
+            "def g(%s: f32[]) {\n  %a0 = full([], 0, f32)\n"
+            "  %a = while_loop(@c, @b, %a0, %s)\n  return %a\n}\n" COND_OK
+            SUB("b", "  add_(%a, 1)\n  %a1 = clone(%a)\n  return %a1\n"),
+            LG_ERR_IR_INVALID, "body @b mutates its carried value %a in place (add_ at 14:3)");
 }
 
 /* A refused program runs nothing: the program exits 2 before the first call. */
@@ -804,7 +880,8 @@ static void gen(GenText *g, const char *fmt, ...)
     for (;;) {
         va_list args;
         va_start(args, fmt);
-        int n = vsnprintf(g->text + g->used, g->size - g->used, fmt, args);
+        int n = vsnprintf(g->text == NULL ? NULL : g->text + g->used, g->size - g->used, fmt,
+                          args);
         va_end(args);
         cr_assert(n >= 0);
         if (g->used + (size_t)n < g->size) {
@@ -935,7 +1012,7 @@ Test(stage12, a_program_of_65536_values_compiles_into_one_kernel_and_one_more_is
     text = long_chain(IR_MAX_VALUES + 1);
     cr_assert_null(ir_parse(text, "t", &err));
     free(text);
-    cr_assert_eq(err.status, LG_ERR_BUDGET);
+    cr_assert_eq(err.status, LG_ERR_IR_LIMIT, "a limit of a program file, not a budget");
     cr_assert_str_eq(err.message, "t:65537:6: a function has at most 65536 values: need 65537");
 }
 
@@ -1131,12 +1208,16 @@ Test(stage12, every_hostile_file_is_decided_as_its_case_says)
 }
 
 /* The program says the same from a file: exit 1 and the work bound's message, at once;
- * exit 2 and the nesting bound's. */
+ * exit 2 for every limit of a program file: the nesting bound's, the value bound's and
+ * the inputs' size. */
 Test(stage12, the_program_refuses_hostile_files_with_exit_1_or_2)
 {
     static const struct { size_t k; int status; const char *input, *says; } runs[] = {
         {1, 1, "x=1", "its instructions, each loop run once, make 67108868"},
         {7, 2, "s=1", "loops nest 65 deep through @c: at most 64 (IR_MAX_LOOP_DEPTH)"},
+        {11, 2, "x=1", ":65537:6: a function has at most 65536 values: need 65537"},
+        {16, 2, "a=1 --input b=1", "the inputs of a run have at most 16777216 elements "
+                                   "together: f's parameters have 33554432"},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char path[] = "/tmp/litgrad-hostile-XXXXXX", args[128];
