@@ -391,9 +391,8 @@ $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) 
 # its "% litgrad-value: NAME FILE REGEX" lines (tools/lgvalues). FILE is a file of
 # build/results/ or of the stage's figure directory; either way the values are read again
 # when it is made again. Appendix A's are "stage A".
-# While chapters are being moved to \lgv, a typed number is reported without stopping the
-# build (NUMCHECK_FAILS := false makes it stop).
-NUMCHECK_FAILS := true
+# A typed number that a program prints stops the build (tools/numcheck).
+NUMCHECK_FAILS := false
 value_files = $(shell sed -n 's/^% litgrad-value: *[^ ]* *\([^ ]*\) .*/\1/p' $(1))
 value_deps = $(sort $(foreach f,$(call value_files,$(2)),$(if $(filter stage-%.txt bench-%.txt crosscheck.txt,$(f)),build/results/$(f),build/fig/stage_$(1)/.done)))
 VALUES := $(foreach n,$(STAGES),build/results/stage-$(n)-values.tex)
