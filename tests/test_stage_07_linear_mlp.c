@@ -1331,7 +1331,25 @@ Test(stage07, figure_data_draws_the_planned_forward_with_its_node_counts)
     text[used] = '\0';
     fclose(in);
     remove(path);
-    cr_assert_eq(rmdir(dir), 0, "the figure run writes one file");
+    snprintf(path, sizeof path, "%s/fig-07-seal.dot", dir);
+    in = fopen(path, "r");
+    cr_assert_not_null(in, "%s was not written", path);
+    char seal[8192];
+    used = fread(seal, 1, sizeof seal - 1, in);
+    seal[used] = '\0';
+    fclose(in);
+    cr_assert_eq(remove(path), 0, "%s", path);
+    cr_assert_eq(rmdir(dir), 0, "the figure run writes two files");
+    /* The seal's figure: four sealed tensors, nine Values, four live tensors, and each
+     * Value joined to the sealed tensor that names it and to the live one that holds it. */
+    static const char *const sealed[] = {
+        "s0_0 [label=\"mlp.fc1.weight\\naddresses[0..4)\"]",
+        "s1_1 [label=\"mlp.fc2.bias\\naddresses[8..9)\"]",
+        "v8 [label=\"mlp.fc2.bias[0] = 0.0000\"]", "l0_0 [label=\"layer[0].weight\\n2 x 2\"]",
+        "s0_1 -> v4 [style=dashed]", "v6 -> l1_0 [dir=back]", "rankdir=LR;",
+    };
+    for (size_t i = 0; i < sizeof sealed / sizeof sealed[0]; i++)
+        cr_assert(strstr(seal, sealed[i]), "%s missing: %s", sealed[i], seal);
     static const char *const expected[] = {
         "s0 [label=\"mlp.fc1: Linear 3 -> 4\\n40 nodes = 2 x 4 x (2 x 3 - 1)\\nrunning total 40\"]",
         "s1 [label=\"ReLU\\n8 nodes = 2 x 4\\nrunning total 48\"]",
@@ -1350,5 +1368,5 @@ Test(stage07, a_fifo_at_the_figure_name_is_refused_before_anything)
 {
     size_t runs = lg_expect_outputs_refused("stage-07", "--figure-data",
                                             MLPDEMO_FIGURE_FILES, "");
-    cr_assert_eq(runs, 2);
+    cr_assert_eq(runs, 3);
 }

@@ -847,7 +847,8 @@ Test(stage10, program_conventions_for_help_usage_and_files)
     ProgramRun run;
     run_program(&run, "stage-10", "--help");
     cr_assert_eq(run.status, 0);
-    cr_assert(strstr(run.output, "usage: stage-10 [--input NAME=VALUE] [--calls K] [FILE]"),
+    cr_assert(strstr(run.output, "usage: stage-10 [--input NAME=VALUE] [--calls K] "
+                                 "[--figure-data DIR] [FILE]"),
               "%s", run.output);
     static const LgBadLine lines[] = {
         LG_FILE_PROGRAM_BAD_LINES,
