@@ -1369,7 +1369,7 @@ Test(stage07, figure_data_draws_the_planned_forward_with_its_node_counts)
         "s0_0 [label=\"mlp.fc1.weight\\naddresses[0..4)\"]",
         "s1_1 [label=\"mlp.fc2.bias\\naddresses[8..9)\"]",
         "v8 [label=\"mlp.fc2.bias[0] = 0.0000\"]", "l0_0 [label=\"layer[0].weight\\n2 x 2\"]",
-        "s0_1 -> v4 [style=dashed]", "v6 -> l1_0 [dir=back]", "rankdir=LR;",
+        "s0_1:e -> v4:w [style=dashed]", "v6:e -> l1_0:w [dir=back]", "rankdir=LR;",
     };
     for (size_t i = 0; i < sizeof sealed / sizeof sealed[0]; i++)
         cr_assert(strstr(seal, sealed[i]), "%s missing: %s", sealed[i], seal);
