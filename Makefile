@@ -487,7 +487,7 @@ XC := $(T)/appendix_a
 PYTHON := /usr/bin/python3
 TORCH := /usr/lib/python3/dist-packages/torch/__init__.py
 XC_RUN := $(PYTHON) $(XC)/crosscheck.py $(B)/bin/crosscheck-export docs/examples data
-EXAMPLES := $(sort $(shell find docs/examples -name '*.lgir' -not -path '*/malformed/*'))
+EXAMPLES := $(sort $(shell find docs/examples \( -name '*.lgir' -o -name '*.lgv' \) -not -path '*/malformed/*'))
 
 $(XC)/.tangled: $(NW) $(APPENDIX) tools/nwtangle tools/nwcheck | deps
 	tools/nwtangle $(@D) $(NW) $(APPENDIX)
