@@ -15,6 +15,40 @@ LG_SUITE(stage13);
 
 #define VIEWS "docs/examples/views/"
 
+/* The names of the *.lgv files of `dir`, sorted, at most 32; the directory is closed
+ * before any test assertion can stop the test. */
+typedef struct ViewFiles {
+    size_t count;
+    char names[32][128];
+} ViewFiles;
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(a, b);
+}
+
+static void list_view_files(const char *dir, ViewFiles *files)
+{
+    DIR *d = opendir(dir);
+    files->count = 0;
+    bool full = false;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || len >= 128 || strcmp(e->d_name + len - 4, ".lgv") != 0)
+            continue;
+        if (files->count == 32) {
+            full = true;
+            break;
+        }
+        memcpy(files->names[files->count++], e->d_name, len + 1);
+    }
+    if (d != NULL)
+        closedir(d);
+    cr_assert_not_null(d, "cannot open %s", dir);
+    cr_assert(!full, "more than 32 files in %s", dir);
+    qsort(files->names, files->count, sizeof files->names[0], by_name);
+}
+
 static ViewProgram *parse_checked(const char *text, ViewAnalysis analysis)
 {
     LgError err = LG_ERROR_INIT;
@@ -175,15 +209,11 @@ Test(stage13, a_view_of_a_view_is_a_range_of_its_root)
 /* Each hostile slice gets its own one-line refusal, exit 2, nothing on stdout. */
 Test(stage13, every_hostile_file_is_refused_with_one_line_and_exit_2)
 {
-    DIR *d = opendir(VIEWS "malformed");
-    cr_assert_not_null(d);
-    size_t seen = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        size_t len = strlen(e->d_name);
-        if (len < 5 || strcmp(e->d_name + len - 4, ".lgv") != 0)
-            continue;
+    ViewFiles files;
+    list_view_files(VIEWS "malformed", &files);
+    for (size_t k = 0; k < files.count; k++) {
         char path[512], line[256], want[1024];
-        snprintf(path, sizeof path, VIEWS "malformed/%s", e->d_name);
+        snprintf(path, sizeof path, VIEWS "malformed/%s", files.names[k]);
         FILE *f = fopen(path, "r");
         cr_assert_not_null(f);
         cr_assert_not_null(fgets(line, sizeof line, f));
@@ -197,10 +227,8 @@ Test(stage13, every_hostile_file_is_refused_with_one_line_and_exit_2)
         cr_assert_str_eq(run.out, "");
         cr_assert_eq(strncmp(run.err, want, strlen(want)), 0, "%s\nwant %s", run.err, want);
         cr_assert_eq(strchr(run.err, '\n'), run.err + strlen(run.err) - 1, "one line");
-        seen++;
     }
-    closedir(d);
-    cr_assert_eq(seen, 6);
+    cr_assert_eq(files.count, 6);
 }
 
 /* Refusals that need no file: an empty view, a partial in-place overlap, a mutated
@@ -412,15 +440,11 @@ Test(stage13, disjoint_strided_views_fuse_and_whole_storage_splits_them)
 /* Every example runs three calls through the program with MATCH on each. */
 Test(stage13, every_example_matches_eager_over_three_calls)
 {
-    DIR *d = opendir(VIEWS);
-    cr_assert_not_null(d);
-    size_t seen = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        size_t len = strlen(e->d_name);
-        if (len < 5 || strcmp(e->d_name + len - 4, ".lgv") != 0)
-            continue;
+    ViewFiles files;
+    list_view_files(VIEWS, &files);
+    for (size_t k = 0; k < files.count; k++) {
         char args[512];
-        snprintf(args, sizeof args, VIEWS "%s --calls 3", e->d_name);
+        snprintf(args, sizeof args, VIEWS "%s --calls 3", files.names[k]);
         ProgramRun run;
         run_program(&run, "stage-13", args);
         cr_assert_eq(run.status, 0, "%s: %s", args, run.output);
@@ -430,10 +454,8 @@ Test(stage13, every_example_matches_eager_over_three_calls)
         while ((p = strstr(p, "  MATCH\n")) != NULL)
             matches++, p++;
         cr_assert_eq(matches, 3, "%s", run.output);
-        seen++;
     }
-    closedir(d);
-    cr_assert_eq(seen, 8);
+    cr_assert_eq(files.count, 8);
 }
 
 /* --carry one-at-a-time makes the swap MISMATCH: exit 1, naming the calls. */
