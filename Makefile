@@ -520,7 +520,7 @@ $(B)/test/stage-$(LAST): $(B)/bin/crosscheck-export
 TORCH_STATE := build/results/.torch-$(if $(wildcard $(TORCH)),present,absent)
 .PHONY: torch-state-changed
 torch-state-changed: ;
-build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv) \
+build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv data/digits.csv.gz) \
                               $(if $(wildcard $(TORCH_STATE)),,torch-state-changed)
 	mkdir -p $(@D)
 	if [ -f $(TORCH) ]; then status=0; $(XC_RUN) > $@.tmp || status=$$?; \
