@@ -6,7 +6,8 @@
 #                         run the tests of stages 01..N against it; one summary at the end
 #   make test-quick       the same, but stage N runs only its own tests and the tests every
 #                         program takes: each test once (about a sixth of the runs)
-#   make test-stage N     the tests of stages 01..N against stage N  (also: N=... form)
+#   make test-stage N     the tests of stages 01..N against stage N  (also: N=... form);
+#                         TEST=NAME runs only the test NAME (as an exercise names it)
 #   make run-stage N      run build/bin/stage-NN with ARGS="..."
 #   make diff-stage N     build/diff/stage-NN.diff: the tangled tree of the stage before N
 #                         to stage N's, as a unified diff

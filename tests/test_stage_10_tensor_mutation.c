@@ -469,7 +469,7 @@ Test(stage10, malformed_programs_are_refused_with_line_and_column)
          "t:2:16: malformed number starting '-'"},
         {"def f(%x: f32[]) { return $ }", LG_ERR_IR_INVALID, "t:1:27: unexpected character '$'"},
         {"def f(%averyveryveryveryverylongname123: f32[]) { return }", LG_ERR_IR_INVALID,
-         "t:1:7: a name has at most 31 characters"},
+         "t:1:7: a name has at most 31 characters: got 32"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         LgError err = LG_ERROR_INIT;
