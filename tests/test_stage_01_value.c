@@ -354,6 +354,35 @@ Test(stage01, program_demonstration_refuses_and_leaks_nothing)
     lg_expect_short_lines(run.output);
 }
 
+/* Figure 1.1 is the demonstration's tape: the capacity, the count and the refusal it
+ * draws are those that the default run prints. */
+Test(stage01, the_figure_draws_the_tape_that_the_demonstration_prints)
+{
+    char dir[] = "/tmp/litgrad-figure-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char args[64], path[96];
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    snprintf(path, sizeof path, "%s/fig-01-tape.dot", dir);
+    ProgramRun run;
+    run_program_stdout(&run, "stage-01", args);
+    cr_assert_eq(run.status, 0, "stage-01 %s", args);
+    cr_assert_str_eq(run.output, "", "a figure run prints nothing on standard output");
+    char *dot = lg_read_text(path);
+    remove(path);
+    cr_assert_eq(rmdir(dir), 0, "%s holds no other file", dir);
+    const char *refusal = "tape capacity exceeded: need 1 node, 0 free of 4";
+    run_program(&run, "stage-01", "");
+    cr_assert(strstr(run.output, "tape: capacity 4 nodes"), "%s", run.output);
+    cr_assert(strstr(run.output, "tape: 4 of 4 nodes used"), "%s", run.output);
+    cr_assert(strstr(run.output, refusal), "%s", run.output);
+    cr_assert(strstr(dot, "label=\"tape_require(1): tape capacity exceeded: need 1 node, "
+                          "0 free of 4\""), "%s", dot);
+    cr_assert(strstr(dot, "count = 4</TD>") && strstr(dot, "capacity = 4</TD>"), "%s", dot);
+    cr_assert(strstr(dot, "<TD>w1</TD><TD>5</TD><TD>0</TD>"), "%s", dot);
+    cr_assert(strstr(dot, "tape:count -> slots:s4:w;"), "count points at the end: %s", dot);
+    free(dot);
+}
+
 Test(stage01, program_conventions_for_help_usage_and_rules)
 {
     ProgramRun run;
