@@ -1265,7 +1265,10 @@ Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
     cr_assert(strstr(after, "label=\"union analysis:\\ncopy-back n5 in kernel 4, loop n3 in "
                             "kernel 2\""), "%s", after);
     cr_assert(strstr(after, "n5 [style=filled, fillcolor=\"#b9e4b9\"];"), "%s", after);
-    cr_assert(strstr(after, "n3 -> n5 [label=\"RAW %state.1\"];"), "%s", after);
+    cr_assert(strstr(after, "n3 -> n5 [label=<<table border=\"0\" cellborder=\"0\" "
+                            "cellpadding=\"1\" bgcolor=\"white\"><tr><td>RAW %state.1</td>"
+                            "</tr></table>>];"),
+              "%s", after);
     free(before);
     free(after);
     static const char *const files[] = {
