@@ -494,6 +494,34 @@ Test(stage09, bad_hyper_parameters_and_a_budget_one_short_are_refused_before_the
     run_close(&r);
 }
 
+/* Data whose examples have another width than the first layer's inputs, or another number
+ * of classes than the last layer's outputs, is refused by trainer_new before anything is
+ * allocated: a step would otherwise copy 9 numbers into leaves sized for 5. */
+Test(stage09, data_that_does_not_fit_the_model_is_refused_before_anything)
+{
+    Run r;
+    run_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG);
+    Dataset wide = r.train, narrow = r.train, more = r.train;
+    wide.features = 9;
+    narrow.features = 4;
+    more.classes = 10;
+    const struct { const Dataset *d; const char *message; } bad[] = {
+        {&wide, "the data has 9 features, mlp.fc1 has 5 inputs"},
+        {&narrow, "the data has 4 features, mlp.fc1 has 5 inputs"},
+        {&more, "the data has 10 classes, mlp.fc2 has 3 outputs"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        LgError err = LG_ERROR_INIT;
+        size_t blocks = mem_live_blocks(), ops = value_nodes_written;
+        cr_assert_null(trainer_new(r.model, bad[i].d, &IRIS_CONFIG, &err));
+        cr_assert_eq(err.status, LG_ERR_SHAPE);
+        cr_assert_str_eq(err.message, bad[i].message);
+        cr_assert_eq(mem_live_blocks(), blocks);
+        cr_assert_eq(value_nodes_written, ops);
+    }
+    run_close(&r);
+}
+
 Test(stage09, the_loop_and_its_evaluation_allocate_nothing_over_100_steps)
 {
     Run r;
