@@ -582,7 +582,7 @@ Test(stage07, row9_node_budget_37_fails_after_0_operations_and_38_uses_exactly_3
  * (1000, 10000) through a 10000-10000 Linear is 1000 * 10000 * 19999 nodes, which fits
  * size_t and an unlimited budget but not a tape of 2^27. Decided from the ModelPlan,
  * before any parameter exists; the node budget is asked first. */
-Test(stage07, a_forward_larger_than_any_tape_is_refused_by_the_plan)
+Test(stage07, row12_a_forward_larger_than_any_tape_is_refused_by_the_plan)
 {
     LgError err = LG_ERROR_INIT;
     ModelPlan plan = mlp_plan((const size_t[]){10000, 10000}, 2, 0, SIZE_MAX);
@@ -603,6 +603,24 @@ Test(stage07, a_forward_larger_than_any_tape_is_refused_by_the_plan)
                  LG_ERR_BUDGET);
     cr_assert_str_eq(err.message, "tape capacity exceeded: need 134246399 nodes, "
                                   "134217728 free of 134217728");
+}
+
+/* Row 13: an option run's three tapes over the plan limit of the book's programs
+ * (2^24 nodes) are refused by the plans alone, before any tape exists, though a tape
+ * could hold the forward: the 3-4-2 MLP at T = 500000 plans 19 * 10^6 nodes. */
+Test(stage07, row13_an_option_run_over_the_plan_limit_is_refused_before_any_tape)
+{
+    LgError err = LG_ERROR_INIT;
+    ModelPlan plan = mlp_plan((const size_t[]){3, 4, 2}, 3, 0, SIZE_MAX);
+    ModelForwardPlan f;
+    Tally before = tally_now();
+    cr_assert_eq(model_plan_forward(&plan, (Shape){500000, 3}, SIZE_MAX, &f, &err), LG_OK,
+                 "%s", err.message);
+    cr_assert_eq(f.nodes, 19000000);
+    cr_assert_eq(mlpdemo_check_plan_limit(&plan, &f, &err), LG_ERR_BUDGET);
+    cr_assert_str_eq(err.message, "plan limit exceeded: the plan needs 20500020 nodes "
+                                  "(1.0 GB), limit 16777216");
+    assert_nothing_since(before, "an option run over the plan limit");
 }
 
 /* The room on the graph tape is asked for the whole plan, before the first node. */
@@ -1153,16 +1171,21 @@ Test(stage07, program_prints_the_seeds_observations)
     cr_assert(strstr(run.output, "\n      raw initializer result mlp.fc1.weight[1,1] is not "
                                  "finite: got -inf (call 5)\n"), "%s", run.output);
     /* Each blast-radius row ends in its counters: calls, nodes, blocks. Only row 4 makes
-     * initializer calls (5: the bad result is the 5th); no row writes a node or keeps a
-     * block. Row 1 is shown twice: both requests must show no work. */
-    static const char nothing[] = "    0     0      0", drawn[] = "    5     0      0";
-    for (int row = 1; row <= 11; row++) {
+     * initializer calls (5: the bad result is the 5th); only rows 10 and 11, whose
+     * postconditions are checked after a real forward, write nodes: the 76 of the
+     * forward. No row keeps a block. Row 1 is shown twice: both requests must show no
+     * work. */
+    static const char nothing[] = "    0     0      0", drawn[] = "    5     0      0",
+                      forward[] = "    0    76      0";
+    for (int row = 1; row <= 13; row++) {
         char head[24];
         snprintf(head, sizeof head, "\n  %2d  ", row);
         int shown = 0;
         for (const char *at = strstr(run.output, head); at != NULL; at = strstr(at + 1, head)) {
             const char *eol = strchr(at + 1, '\n');
-            const char *want = row == 4 ? drawn : nothing;
+            const char *want = row == 4                 ? drawn
+                               : row == 10 || row == 11 ? forward
+                                                        : nothing;
             cr_assert(eol - at > 18 && strncmp(eol - 18, want, 18) == 0,
                       "row %d did work before it was stopped: %.*s", row, (int)(eol - at), at);
             shown++;
@@ -1346,7 +1369,7 @@ Test(stage07, figure_data_draws_the_planned_forward_with_its_node_counts)
         "s0_0 [label=\"mlp.fc1.weight\\naddresses[0..4)\"]",
         "s1_1 [label=\"mlp.fc2.bias\\naddresses[8..9)\"]",
         "v8 [label=\"mlp.fc2.bias[0] = 0.0000\"]", "l0_0 [label=\"layer[0].weight\\n2 x 2\"]",
-        "s0_1 -> v4 [style=dashed]", "v6 -> l1_0 [dir=back]", "rankdir=LR;",
+        "s0_1:e -> v4:w [style=dashed]", "v6:e -> l1_0:w [dir=back]", "rankdir=LR;",
     };
     for (size_t i = 0; i < sizeof sealed / sizeof sealed[0]; i++)
         cr_assert(strstr(seal, sealed[i]), "%s missing: %s", sealed[i], seal);
