@@ -11,6 +11,10 @@
 #   make run-stage N      run build/bin/stage-NN with ARGS="..."
 #   make diff-stage N     build/diff/stage-NN.diff: the tangled tree of the stage before N
 #                         to stage N's, as a unified diff
+#   make html             the web edition: build/html/index.html (tools/nwhtml), from the
+#                         same .nw files and captured outputs as the PDF
+#   make html-check       read every page of it in headless Chromium (tests/html/check.mjs);
+#                         make test does this too where Chromium is installed
 #   make stages | pdf | lint | bench | clean
 #   make program-share    the programs' share of the last stage's tangled lines
 #   make chunkstats       the main line's share of code in step-named chunks, long chunks
@@ -82,14 +86,14 @@ RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stag
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
 
-.PHONY: all stages pdf test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
+.PHONY: all stages pdf html html-check test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
         crosscheck program-share fuzz fuzz-regressions chunkstats
-all: stages $(TESTBINS) pdf
+all: stages $(TESTBINS) pdf html
 stages: $(BINS)
 pdf: $(PDFS)
 
 # ---- tools: install what is missing, and say so --------------------------------------
-TOOLS := gcc clang notangle noweave noroots cpif gnuplot dot pdflatex bibtex pdftoppm pdftotext
+TOOLS := gcc clang notangle noweave noroots cpif gnuplot dot pdflatex bibtex pdftoppm pdftotext pandoc
 deps:
 	@missing=""; \
 	for t in $(TOOLS); do command -v $$t >/dev/null 2>&1 || missing="$$missing $$t"; done; \
@@ -151,6 +155,11 @@ DATA_DIR_DEFINE = -DLG_DATA_DIR=$(call c_string_word,$(CURDIR)/data)
 
 $(B)/obj/%.o: $(T)/%.c tools/cc-once
 	$(call CC_ONCE,$(<D)) $(DATA_DIR_DEFINE) $<
+
+# Stage 14's kernels are compiled with the loop vectorizer on (-O3: gcc's -O2 vectorizes
+# only loops whose trip count it knows) and, on every compiler, without fused
+# multiply-adds: a kernel must round each product before its sum, as the tape does.
+$(B)/obj/%/kernel.o: CFLAGS += -O3 -fvect-cost-model=very-cheap -fno-trapping-math -ffp-contract=off
 
 # The tests of stage M compiled against stage N's headers (they may run the stage
 # programs, found through LG_BIN_DIR). What differs by stage N is the headers; the stage
@@ -228,7 +237,11 @@ test-stage: $(B)/test/stage-$(NN)
 # stage N's tests (OWN=1); about a sixth of the test runs, for the edit-test loop.
 test: lint
 	+@$(call run_tests,$(STAGES),); ok=0; tools/test-summary $(B)/log $(STAGES) || ok=1; \
-	  $(MAKE) --no-print-directory SAN=$(SAN) fuzz-regressions || ok=1; exit $$ok
+	  $(MAKE) --no-print-directory SAN=$(SAN) fuzz-regressions || ok=1; \
+	  if [ -x $(CHROMIUM) ] && command -v node >/dev/null 2>&1; then \
+	    $(MAKE) --no-print-directory html-check || ok=1; \
+	  else echo "html: no Chromium ($(CHROMIUM)) or no node: the web edition was not read in a browser" \
+	    "(tools/install-deps installs them)"; fi; exit $$ok
 
 test-quick: lint
 	+@$(call run_tests,$(STAGES),1); tools/test-summary $(B)/log $(STAGES)
@@ -433,6 +446,28 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
 	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
 	cp build/tex/stage-$*.pdf $@
 
+# ---- the web edition ----------------------------------------------------------------
+# The same pipeline as the PDF's ($(WEAVE): finduses, tools/nwrefs, noidx, tools/nwprogram)
+# with noweb's stream itself as the output (-backend cat), read by tools/nwhtml instead of
+# totex: one page per chapter and appendix, the chunk and identifier indexes, the
+# captured outputs and values the PDF prints, figures as SVG (dot -Tsvg, and each chart's
+# gnuplot script with the svg terminal), formulas as MathML made by pandoc. Nothing is
+# fetched when a page is read.
+HTML := build/html/index.html
+$(HTML): $(NW) $(APPENDIX) $(WEAVE_TOOLS) tools/nwhtml docs/html/litgrad.css $(DOCS) $(RESULTS) \
+         $(FIGSTAMPS) $(BOOK_FIGS) $(call bench_quoted,$(NW)) build/results/crosscheck.txt \
+         build/results/all-values.tex
+	$(WEAVE) -backend cat $(NW) $(APPENDIX) | tools/nwhtml build/html
+html: $(HTML)
+
+# The browser test: Debian's Chromium driven by playwright-core (pinned by
+# tests/html/package-lock.json, installed with npm ci; it downloads no browser).
+CHROMIUM := /usr/bin/chromium
+tests/html/node_modules/.package-lock.json: tests/html/package.json tests/html/package-lock.json
+	cd tests/html && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
+html-check: $(HTML) tests/html/node_modules/.package-lock.json
+	CHROMIUM=$(CHROMIUM) node tests/html/check.mjs build/html build/html-shots
+
 # A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then
 # answers --bench by printing its figures (built without sanitizers, -O2).
 BENCH_STAGES := $(foreach n,$(STAGES),$(if $(shell grep -l '^% litgrad-bench:' stages/stage_$(n)_*.nw),$(n)))
@@ -487,7 +522,7 @@ XC := $(T)/appendix_a
 PYTHON := /usr/bin/python3
 TORCH := /usr/lib/python3/dist-packages/torch/__init__.py
 XC_RUN := $(PYTHON) $(XC)/crosscheck.py $(B)/bin/crosscheck-export docs/examples data
-EXAMPLES := $(sort $(shell find docs/examples -name '*.lgir' -not -path '*/malformed/*'))
+EXAMPLES := $(sort $(shell find docs/examples \( -name '*.lgir' -o -name '*.lgv' \) -not -path '*/malformed/*'))
 
 $(XC)/.tangled: $(NW) $(APPENDIX) tools/nwtangle tools/nwcheck | deps
 	tools/nwtangle $(@D) $(NW) $(APPENDIX)
@@ -516,7 +551,7 @@ $(B)/test/stage-$(LAST): $(B)/bin/crosscheck-export
 TORCH_STATE := build/results/.torch-$(if $(wildcard $(TORCH)),present,absent)
 .PHONY: torch-state-changed
 torch-state-changed: ;
-build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv) \
+build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv data/digits.csv.gz) \
                               $(if $(wildcard $(TORCH_STATE)),,torch-state-changed)
 	mkdir -p $(@D)
 	if [ -f $(TORCH) ]; then status=0; $(XC_RUN) > $@.tmp || status=$$?; \

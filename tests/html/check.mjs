@@ -1,0 +1,142 @@
+// check.mjs -- the web edition read by a real browser.
+//
+//   node tests/html/check.mjs build/html build/html-shots
+//
+// Debian's Chromium (never a browser that playwright-core would download) loads every page
+// of build/html/ from file:// with the network off, at 1280 px and at 375 px, and a page
+// fails on: a console error or an uncaught exception; a request that fails, or any request
+// that is not for a file:// URL; a link or anchor inside the book that does not resolve
+// (external links are not followed); a formula left as TeX (a span pandoc could not turn
+// into MathML, a MathML element with nothing drawn, a TeX control word in the text outside
+// code); an image that does not load; at 375 px, a page wider than the window, apart from
+// the boxes that scroll sideways on purpose (code, captured outputs, wide tables). The first
+// screen of each chapter, appendix, the preface and the index page is saved at both widths
+// in the shots directory. The last line is "html: P passed, F failed"; exit status 1 if
+// anything failed.
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL, fileURLToPath } from 'node:url';
+
+const [dirArg, shotsArg] = process.argv.slice(2);
+if (!dirArg || !shotsArg) {
+  console.error('usage: node check.mjs HTMLDIR SHOTSDIR');
+  process.exit(2);
+}
+const dir = path.resolve(dirArg);
+const shots = path.resolve(shotsArg);
+fs.rmSync(shots, { recursive: true, force: true });
+fs.mkdirSync(shots, { recursive: true });
+const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
+const pages = fs.readdirSync(dir).filter((f) => f.endsWith('.html')).sort();
+const shotPage = (f) => /^(index|preface|stage-\d+|appendix-[a-z]|programs)\.html$/.test(f);
+
+let passed = 0;
+let failed = 0;
+const check = (ok, what) => {
+  if (ok) passed++;
+  else { failed++; console.log('FAIL ' + what); }
+};
+
+const browser = await chromium.launch({
+  executablePath,
+  headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+
+const ids = new Map();     // page file -> Set of ids
+const links = [];          // [from page, href]
+
+for (const width of [1280, 375]) {
+  const context = await browser.newContext({
+    viewport: { width, height: width === 375 ? 812 : 800 },
+    offline: true,
+    javaScriptEnabled: true,
+  });
+  for (const file of pages) {
+    const page = await context.newPage();
+    const problems = [];
+    page.on('console', (m) => { if (m.type() === 'error') problems.push('console error: ' + m.text()); });
+    page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+    page.on('requestfailed', (r) => problems.push('request failed: ' + r.url() + ' ' + (r.failure()?.errorText || '')));
+    await page.route('**/*', (route) => {
+      const url = route.request().url();
+      if (url.startsWith('file:')) return route.continue();
+      problems.push('request outside the book: ' + url);
+      return route.abort();
+    });
+    const url = pathToFileURL(path.join(dir, file)).href;
+    await page.goto(url, { waitUntil: 'load' });
+    const where = `${file} at ${width} px`;
+    const r = await page.evaluate(() => {
+      const out = {};
+      out.ids = [...document.querySelectorAll('[id]')].map((e) => e.id);
+      out.links = [...document.querySelectorAll('a[href]')].map((a) => a.getAttribute('href'));
+      out.badImages = [...document.images].filter((i) => !i.complete || i.naturalWidth === 0).map((i) => i.getAttribute('src'));
+      out.images = document.images.length;
+      out.texSpans = document.querySelectorAll('span.math, .math.inline, .math.display').length;
+      out.emptyMath = [...document.querySelectorAll("math")].filter((m) => m.textContent.trim() !== "").filter((m) => {
+        const b = m.getBoundingClientRect();
+        return b.width === 0 || b.height === 0;
+      }).length;
+      out.maths = document.querySelectorAll('math').length;
+      out.merror = document.querySelectorAll('merror').length;
+      // TeX left in the prose: a control word or $...$ outside code, pre and math.
+      const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+      out.tex = [];
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        if (n.parentElement.closest('pre, code, math, script, style')) continue;
+        const m = n.data.match(/\\[A-Za-z]+|\$[^$\s][^$]*\$|\{\}|LG(CHUNK|BLOCK|Q|PAGE|PART)\d+X/);
+        if (m) out.tex.push(m[0] + ' in "' + n.data.trim().slice(0, 60) + '"');
+      }
+      const vw = document.documentElement.clientWidth;
+      out.scrollWidth = document.documentElement.scrollWidth;
+      out.viewport = vw;
+      out.wide = [];
+      if (out.scrollWidth > vw) {
+        for (const e of document.body.querySelectorAll('*')) {
+          if (e.closest('pre, .scroll')) continue;
+          const b = e.getBoundingClientRect();
+          if (b.right > vw + 1) out.wide.push(e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + (e.className ? '.' + e.className : '') + ' ' + Math.round(b.right) + 'px');
+          if (out.wide.length >= 5) break;
+        }
+      }
+      return out;
+    });
+    if (width === 1280) {
+      ids.set(file, new Set(r.ids));
+      for (const h of r.links) links.push([file, h]);
+    }
+    check(problems.length === 0, `${where}: ${problems.slice(0, 5).join('; ')}`);
+    check(r.badImages.length === 0, `${where}: images that did not load: ${r.badImages.join(' ')}`);
+    check(r.texSpans === 0 && r.emptyMath === 0 && r.merror === 0 && r.tex.length === 0,
+          `${where}: formulas not rendered: ${r.texSpans} TeX spans, ${r.emptyMath} of ${r.maths} MathML elements drawn empty, ` +
+          `${r.merror} merror; ${r.tex.slice(0, 5).join('; ')}`);
+    if (width === 375) {
+      check(r.scrollWidth <= r.viewport, `${where}: the page is ${r.scrollWidth} px wide in a ${r.viewport} px window: ${r.wide.join(', ')}`);
+    }
+    if (shotPage(file)) {
+      await page.screenshot({ path: path.join(shots, `${file.replace(/\.html$/, '')}-${width}.png`) });
+    }
+    await page.close();
+  }
+  await context.close();
+}
+await browser.close();
+
+// Every link inside the book goes to a page that exists and to an anchor on it.
+let bad = [];
+for (const [from, href] of links) {
+  if (/^(https?|mailto):/.test(href)) continue;
+  const u = new URL(href, pathToFileURL(path.join(dir, from)).href);
+  if (u.protocol !== 'file:') { bad.push(`${from}: ${href} (not a file of the book)`); continue; }
+  const target = path.relative(dir, fileURLToPath(u));
+  if (!ids.has(target)) { bad.push(`${from}: ${href} (no page ${target})`); continue; }
+  const frag = decodeURIComponent(u.hash.slice(1));
+  if (frag && !ids.get(target).has(frag)) bad.push(`${from}: ${href} (no anchor #${frag} in ${target})`);
+}
+check(bad.length === 0, `${bad.length} of ${links.length} links do not resolve: ${bad.slice(0, 10).join('; ')}`);
+console.log(`html: ${pages.length} pages at 1280 and 375 px, ${links.length} links, screenshots in ${shotsArg}`);
+console.log(`html: ${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
