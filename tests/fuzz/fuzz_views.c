@@ -2,9 +2,9 @@
  * program text, taken as the Stage 13 program takes a file. A text with a NUL byte goes
  * through the loader, which must refuse it naming the byte's offset; any other text is
  * parsed. A refusal must be one line, "fuzz:LINE: ...", with a status of a bad input
- * (exit 2), and leave nothing allocated. A program that parses must print to a text that
- * parses back and prints the same, and that the checker judges as it judges the
- * original, by both analyses. Whatever the whole-storage analysis accepts, the exact one
+ * (exit 2), and leave nothing allocated. A program that parses must print to a text
+ * about as long as its own, that parses back and prints the same, and that the checker
+ * judges as it judges the original, by both analyses. Whatever the whole-storage analysis accepts, the exact one
  * accepts too. A program that checks is compiled (by each analysis that accepts it) and
  * called three times eagerly and three times compiled on inputs of its own: every call
  * must return the same bits and leave the same bits in the inputs, or both must refuse
@@ -70,11 +70,16 @@ static char *print_program(const ViewProgram *program)
     return text;
 }
 
-/* The printed program parses back, prints the same, and checks as the original does. */
-static void check_round_trip(const ViewProgram *program, const LgStatus verdict[2])
+/* The printed program is about as long as its text (a number of the text prints in at
+ * most 15 characters, "-1.17549435e-38", after at least 2, "1,"), parses back, prints
+ * the same, and checks as the original does. */
+static void check_round_trip(const ViewProgram *program, size_t size,
+                             const LgStatus verdict[2])
 {
     LgError err = LG_ERROR_INIT;
     char *first = print_program(program);
+    if (strlen(first) > 10 * size + 1024)
+        fail("the printed program is far longer than its text", "view_print_program");
     ViewProgram *again = view_parse(first, "fuzz", &err);
     if (again == NULL) {
         fprintf(stderr, "%s", first);
@@ -232,7 +237,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (verdict[VIEW_ANALYSIS_WHOLE_STORAGE] == LG_OK &&
                 verdict[VIEW_ANALYSIS_EXACT] != LG_OK)
                 fail("whole-storage accepts what exact refuses", "view_check_program");
-            check_round_trip(pr, verdict);
+            check_round_trip(pr, size, verdict);
             for (int a = 0; a < 2; a++)
                 if (verdict[a] == LG_OK)
                     run_side_by_side(pr, (ViewAnalysis)a);
