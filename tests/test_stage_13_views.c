@@ -261,6 +261,20 @@ Test(stage13, the_rules_refuse_with_the_numbers)
 
 /* A number the text cannot hold is a mistake in the file: the parser's status, the
  * number's own message, at its line. */
+/* A file with nothing in it, or only comments, is not a program: Stage 10's rule that a
+ * program has a function, said in this language's words. */
+Test(stage13, an_empty_program_is_refused)
+{
+    const char *texts[] = {"", "# only a comment\n", "\n\n"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        LgError e = LG_ERROR_INIT;
+        cr_assert_null(view_parse(texts[i], "t", &e), "case %zu", i);
+        cr_assert_eq(e.status, LG_ERR_IR_INVALID);
+        cr_assert(strstr(e.message, "a program needs at least one input or instruction")
+                  != NULL, "case %zu: %s", i, e.message);
+    }
+}
+
 Test(stage13, a_malformed_or_unrepresentable_number_is_the_files_mistake)
 {
     LgError e = refusal("input %b[8] = 1\nadd_ %b, 10endent\n", VIEW_ANALYSIS_EXACT);
