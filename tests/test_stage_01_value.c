@@ -188,6 +188,45 @@ Test(stage01, long_messages_are_cut_visibly)
     cr_assert_str_eq(err.message, "");
 }
 
+/* Is s well-formed UTF-8 as far as its lead bytes promise: no character cut short? */
+static bool whole_characters(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0';) {
+        size_t length = *p < 0x80 ? 1 : *p >= 0xf0 ? 4 : *p >= 0xe0 ? 3 : *p >= 0xc0 ? 2 : 0;
+        if (length == 0)
+            return false; /* a continuation byte with no lead byte: a cut character */
+        for (size_t i = 1; i < length; i++)
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+        p += length;
+    }
+    return true;
+}
+
+/* A message cut by error_set ends at a character's boundary: a quoted word of 60
+ * characters of four bytes fits its LgQuoted but not the message after a rule's words,
+ * and the cut must not leave half a character before the "...". */
+Test(stage01, a_cut_message_never_splits_a_character)
+{
+    LgError err = LG_ERROR_INIT;
+    char euros[3 * 100 + 1] = ""; /* "x" then 3-byte characters: byte 252 is inside one */
+    for (int i = 0; i < 100; i++)
+        strcat(euros, "\xe2\x82\xac");
+    error_set(&err, LG_ERR_INVALID, "x%s", euros);
+    cr_assert(whole_characters(err.message), "%s", err.message);
+    cr_assert_str_eq(err.message + strlen(err.message) - 3, "...");
+    cr_assert_geq(strlen(err.message), LG_MESSAGE_MAX - 1 - 3, "at most a character lost");
+    char faces[4 * LG_QUOTE_SHOWN + 1] = ""; /* 60 characters of four bytes */
+    for (int i = 0; i < LG_QUOTE_SHOWN; i++)
+        strcat(faces, "\xf0\x9f\x98\x80");
+    for (int n = 0; n < 4; n++) { /* a rule's words of every length modulo 4 */
+        const char *what[] = {"--capacity", "--capacit", "--capaci", "--capac"};
+        cr_assert_eq(parse_size(faces, what[n], 1, 9, &(size_t){0}, &err), LG_ERR_INVALID);
+        cr_assert(whole_characters(err.message), "%s", err.message);
+        cr_assert_str_eq(err.message + strlen(err.message) - 3, "...");
+    }
+}
+
 /* A quoted word of at most 60 characters is quoted whole; a longer one by its first and
  * last 28 characters and its length; a UTF-8 character is never split, and bytes that
  * are not UTF-8 still give a quote that fits. */
@@ -313,6 +352,35 @@ Test(stage01, program_demonstration_refuses_and_leaks_nothing)
     cr_assert(strstr(run.output, "allocation 3: none left to fail"), "%s", run.output);
     cr_assert(strstr(run.output, "after tape_free: 0 live blocks"), "%s", run.output);
     lg_expect_short_lines(run.output);
+}
+
+/* Figure 1.1 is the demonstration's tape: the capacity, the count and the refusal it
+ * draws are those that the default run prints. */
+Test(stage01, the_figure_draws_the_tape_that_the_demonstration_prints)
+{
+    char dir[] = "/tmp/litgrad-figure-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char args[64], path[96];
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    snprintf(path, sizeof path, "%s/fig-01-tape.dot", dir);
+    ProgramRun run;
+    run_program_stdout(&run, "stage-01", args);
+    cr_assert_eq(run.status, 0, "stage-01 %s", args);
+    cr_assert_str_eq(run.output, "", "a figure run prints nothing on standard output");
+    char *dot = lg_read_text(path);
+    remove(path);
+    cr_assert_eq(rmdir(dir), 0, "%s holds no other file", dir);
+    const char *refusal = "tape capacity exceeded: need 1 node, 0 free of 4";
+    run_program(&run, "stage-01", "");
+    cr_assert(strstr(run.output, "tape: capacity 4 nodes"), "%s", run.output);
+    cr_assert(strstr(run.output, "tape: 4 of 4 nodes used"), "%s", run.output);
+    cr_assert(strstr(run.output, refusal), "%s", run.output);
+    cr_assert(strstr(dot, "label=\"tape_require(1): tape capacity exceeded: need 1 node, "
+                          "0 free of 4\""), "%s", dot);
+    cr_assert(strstr(dot, "count = 4</TD>") && strstr(dot, "capacity = 4</TD>"), "%s", dot);
+    cr_assert(strstr(dot, "<TD>w1</TD><TD>5</TD><TD>0</TD>"), "%s", dot);
+    cr_assert(strstr(dot, "tape:count -> slots:s4:w;"), "count points at the end: %s", dot);
+    free(dot);
 }
 
 Test(stage01, program_conventions_for_help_usage_and_rules)

@@ -1264,7 +1264,7 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
 Test(stage09, a_fifo_at_an_output_name_is_refused_before_anything)
 {
     cr_assert_eq(lg_expect_outputs_refused("stage-09", "--figure-data",
-                                           TRAINDEMO_FIGURE_FILES, ""), 5);
+                                           TRAINDEMO_FIGURE_FILES, ""), 6);
     cr_assert_eq(lg_expect_outputs_refused("stage-09", "--save", TRAINDEMO_SAVE_FILES,
                                            "--epochs 1"), 2);
 }
