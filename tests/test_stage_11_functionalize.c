@@ -656,6 +656,32 @@ Test(stage11, a_limit_of_a_program_file_exits_2_and_a_budget_of_a_call_1)
     cr_assert_str_eq(run.out, "");
 }
 
+/* A bad --input is a bad command line, exit 2, even for a program whose calls the compiler
+ * would refuse for their work (exit 1): the inputs are made before the program is
+ * compiled, as Stage 10's interpreter meets them. */
+Test(stage11, a_bad_input_is_refused_before_the_work_of_a_call)
+{
+    char big[] = "/tmp/lg11-big-XXXXXX", args[96];
+    int fd = mkstemp(big);
+    cr_assert_geq(fd, 0);
+    static const char text[] = "def f() {\n  %y = full([4096, 4096], 1, f32)\n"
+                               "  %z = add(%y, %y)\n  %a = add(%z, %y)\n  %b = add(%a, %z)\n"
+                               "  %c = add(%b, %a)\n  return %c\n}\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    static LgRun run;
+    snprintf(args, sizeof args, "%s", big);
+    lg_run(&run, "", "stage-11", args);
+    cr_assert_eq(run.status, 1, "%s", run.err);
+    cr_assert(strstr(run.err, "units of work") != NULL, "%s", run.err);
+    snprintf(args, sizeof args, "%s --input x=abc", big);
+    lg_run(&run, "", "stage-11", args);
+    unlink(big);
+    cr_assert_eq(run.status, 2, "%s", run.err);
+    cr_assert_str_eq(run.err, "stage-11: error: --input x: f has no such parameter\n");
+    cr_assert_str_eq(run.out, "");
+}
+
 Test(stage11, every_example_matches_and_every_malformed_one_is_refused)
 {
     size_t seen = lg_for_each_example("docs/examples", expect_example_matches, NULL);
