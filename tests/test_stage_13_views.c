@@ -259,6 +259,36 @@ Test(stage13, the_rules_refuse_with_the_numbers)
                                 "no reversed views");
 }
 
+/* A number the text cannot hold is a mistake in the file: the parser's status, the
+ * number's own message, at its line. */
+/* A file with nothing in it, or only comments, is not a program: Stage 10's rule that a
+ * program has a function, said in this language's words. */
+Test(stage13, an_empty_program_is_refused)
+{
+    const char *texts[] = {"", "# only a comment\n", "\n\n"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        LgError e = LG_ERROR_INIT;
+        cr_assert_null(view_parse(texts[i], "t", &e), "case %zu", i);
+        cr_assert_eq(e.status, LG_ERR_IR_INVALID);
+        cr_assert(strstr(e.message, "a program needs at least one input or instruction")
+                  != NULL, "case %zu: %s", i, e.message);
+    }
+}
+
+Test(stage13, a_malformed_or_unrepresentable_number_is_the_files_mistake)
+{
+    LgError e = refusal("input %b[8] = 1\nadd_ %b, 10endent\n", VIEW_ANALYSIS_EXACT);
+    cr_assert_eq(e.status, LG_ERR_IR_INVALID, "%s", e.message);
+    cr_assert_str_eq(e.message, "t:2: an element or an operand must be a number: got "
+                                "'10endent'");
+    e = refusal("input %b[2] = [1, 1e39]\n", VIEW_ANALYSIS_EXACT);
+    cr_assert_eq(e.status, LG_ERR_IR_INVALID, "%s", e.message);
+    cr_assert(strncmp(e.message, "t:1: ", 5) == 0 && strstr(e.message, "1e39") != NULL,
+              "%s", e.message);
+    e = refusal("input %b[2x] = 1\n", VIEW_ANALYSIS_EXACT);
+    cr_assert_eq(e.status, LG_ERR_IR_INVALID, "%s", e.message);
+}
+
 /* PyTorch issue 196903, exactly: (2, [6, 6, 6, 6]), buf[:4] = 1, buf[4:] = 3; the later
  * calls go on from the buffer the earlier ones left; compiled = eager on every call. */
 Test(stage13, issue_196903_gives_eagers_values_compiled_and_eager)
@@ -487,6 +517,23 @@ Test(stage13, the_printer_round_trips)
     cr_assert_str_eq(first, second);
     view_program_free(&again);
     view_program_free(&pr);
+}
+
+/* An input of one number prints as that number: the printed text of a file's program
+ * fits in a file (2^24 elements printed as a list would be 48 MB). */
+Test(stage13, an_input_of_one_number_prints_as_that_number)
+{
+    LgError err = LG_ERROR_INIT;
+    ViewProgram *pr = view_parse("input %b[16777213] = 1.5\ninput %c[3] = [2, 2, -0]\n"
+                                 "return %b, %c\n", "t", &err);
+    cr_assert_not_null(pr, "%s", err.message);
+    char text[256];
+    FILE *out = fmemopen(text, sizeof text, "w");
+    view_print_program(pr, out);
+    fclose(out);
+    view_program_free(&pr);
+    cr_assert_str_eq(text, "input %b[16777213] = 1.5\ninput %c[3] = [2, 2, -0]\n"
+                           "return %b, %c\n");
 }
 
 /* Every allocation failure in parsing, checking, compiling and calling leaves nothing. */
