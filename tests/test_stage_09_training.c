@@ -328,7 +328,7 @@ Test(stage09, a_malformed_data_file_is_refused_with_file_line_column_and_rule)
                     "2:13: a feature is digits with an optional fraction: got '-0.2'");
     expect_bad_data(IRIS2 "5.1,3.5,1.4,200,0\n",
                     "2:13: a feature is in [0, 100]: got '200'");
-    expect_bad_data(IRIS2 "\n", "2:1: a line is not empty: got ''");
+    expect_bad_data(IRIS2 "\n", "2:1: a line may not be empty: got ''");
     expect_bad_data("3,4,setosa,versicolor,virginica\n", "1:1: the header's first field is "
                     "the number of examples: got '3'");
     expect_bad_data(IRIS2 "5.1,3.5,1.4,0.2,0\n",

@@ -275,6 +275,27 @@ Test(stage13, an_empty_program_is_refused)
     }
 }
 
+/* A byte that is not printable ASCII is named by its code, never printed raw, as Stage
+ * 10's lexer names it. */
+Test(stage13, a_byte_outside_printable_ascii_is_named_by_its_code)
+{
+    LgError e = LG_ERROR_INIT;
+    cr_assert_null(view_parse("input %b[3] = \xff\n", "t", &e));
+    cr_assert(strstr(e.message, "byte 0xff") != NULL, "%s", e.message);
+    for (const char *m = e.message; *m != '\0'; m++)
+        cr_assert((unsigned char)*m >= 0x20 && (unsigned char)*m <= 0x7e, "%s", e.message);
+}
+
+/* A list shorter than its input's length is named as such, with both counts. */
+Test(stage13, a_short_input_list_is_refused_with_both_counts)
+{
+    LgError e = LG_ERROR_INIT;
+    cr_assert_null(view_parse("input %b[3] = [1, 2]\n", "t", &e));
+    cr_assert_eq(e.status, LG_ERR_IR_INVALID);
+    cr_assert(strstr(e.message, "input %b has 3 elements: its list has 2") != NULL, "%s",
+              e.message);
+}
+
 Test(stage13, a_malformed_or_unrepresentable_number_is_the_files_mistake)
 {
     LgError e = refusal("input %b[8] = 1\nadd_ %b, 10endent\n", VIEW_ANALYSIS_EXACT);
