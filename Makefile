@@ -20,6 +20,11 @@
 #   make chunkstats       the main line's share of code in step-named chunks, long chunks
 #   make crosscheck       install PyTorch (tools/install-deps crosscheck; make installs it too) and
 #                         compare litgrad with it: Appendix A's table, also in the book
+#   make solutions        the appendix "Solutions" alone: build/pdf/solutions.pdf (the book
+#                         and the web edition hold it too)
+#   make check-solutions  apply each code-changing exercise's solution (solutions/*.patch)
+#                         on a scratch tree and check that its named tests react as stated;
+#                         UPDATE=1 writes solutions/results/; SOLUTION=NN-K checks one
 #   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/;
 #                         with CC=clang, build/san-clang/)
 #   make fuzz             every libFuzzer target tests/fuzz/fuzz_*.c, FUZZ_SECONDS each
@@ -70,6 +75,16 @@ T := build/tangle
 NW := $(sort $(wildcard stages/stage_[0-9][0-9]_*.nw))
 # Appendix A is tangled with every stage and woven after them (see "Appendix A" below).
 APPENDIX := stages/appendix_a_crosscheck.nw
+# The appendix "Solutions" (see "the solutions" below): its files, the patches it prints,
+# and the program runs it quotes (SOL_RUNS, from build/solutions.mk).
+SOLUTIONS := $(sort $(wildcard solutions/solutions_[0-9][0-9].nw)) $(wildcard solutions/solutions_A.nw)
+SOL_PATCHES := $(sort $(wildcard solutions/*.patch))
+SOL_SHOWN := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p))).patch \
+               build/results/solution-$(basename $(notdir $(p)))-result.txt)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+-include build/solutions.mk
+endif
+SOL_ALL := $(SOL_SHOWN) $(SOL_RUNS)
 num = $(word 2,$(subst _, ,$(notdir $(1))))
 STAGES := $(foreach f,$(NW),$(call num,$f))
 # the .nw files of stages 01..$1, in order (two-digit numbers sort as text)
@@ -85,10 +100,10 @@ TESTBINS := $(foreach n,$(STAGES),$(B)/test/stage-$(n))
 RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stage-$(n)-tests.tex \
                                  build/results/stage-$(n)-adds.tex)
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
-PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf)
+PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf) build/pdf/solutions.pdf
 
 .PHONY: all stages pdf html html-check test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
-        crosscheck program-share fuzz fuzz-regressions chunkstats
+        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions
 all: stages $(TESTBINS) pdf html
 stages: $(BINS)
 pdf: $(PDFS)
@@ -399,9 +414,9 @@ build/tex/.nwrefs-checked: tools/nwrefs tools/nwrefs-check | deps
 	tools/nwrefs-check
 	touch $@
 
-build/tex/book-body.tex: $(NW) $(APPENDIX) $(WEAVE_TOOLS)
+build/tex/book-body.tex: $(NW) $(APPENDIX) $(SOLUTIONS) $(WEAVE_TOOLS)
 	mkdir -p $(@D)
-	$(WEAVE) $(NW) $(APPENDIX) > $@
+	$(WEAVE) $(NW) $(APPENDIX) $(SOLUTIONS) > $@
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
 $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) $(WEAVE_TOOLS)
@@ -422,7 +437,7 @@ $(VALUES): build/results/stage-%-values.tex: $$(wildcard stages/stage_$$*_*.nw) 
 build/results/stage-A-values.tex: $(APPENDIX) $$(call value_deps,A,$(APPENDIX)) tools/lgvalues
 	mkdir -p $(@D)
 	tools/lgvalues A $(APPENDIX) > $@.tmp && mv $@.tmp $@
-build/results/all-values.tex: $(VALUES) build/results/stage-A-values.tex
+build/results/all-values.tex: $(VALUES) build/results/stage-A-values.tex build/results/solutions-values.tex
 	cat $^ > $@
 
 # The captured files a stage quotes with \lgoutput{bench-NN...}.
@@ -430,13 +445,13 @@ bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgo
 
 build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(BOOK_FIGS) $(call bench_quoted,$(NW)) \
                     build/results/crosscheck.txt build/results/all-values.tex $(PREAMBLE_FMT) \
-                    tools/bookcheck tools/texpdf tools/numcheck
+                    $(SOL_ALL) tools/bookcheck tools/texpdf tools/numcheck
 	mkdir -p $(@D)
-	tools/numcheck $(NW) $(APPENDIX)
+	tools/numcheck $(NW) $(APPENDIX) $(SOLUTIONS)
 	printf '\\input{book-master}\n' > build/tex/book.tex
 	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) book book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
 	  > book.texpdf.log 2>&1 || { tail -n 40 book.log; tail -n 3 book.texpdf.log; exit 1; }
-	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX)
+	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX) $(SOLUTIONS)
 	cp build/tex/book.pdf $@
 
 $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
@@ -452,6 +467,49 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
 	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
 	cp build/tex/stage-$*.pdf $@
 
+# ---- the solutions ----------------------------------------------------------------------
+# The appendix "Solutions": solutions/solutions_00.nw opens it, solutions_NN.nw hold the
+# worked solutions of chapter NN (solutions_A.nw of Appendix A), woven after Appendix A.
+# A solution that changes code prints its patch and what make check-solutions saw; a
+# solution that runs a program declares the run ("% litgrad-solution-run: NAME stage-NN
+# ARGS", run from the repository's root by tools/solution-runs' rules) and quotes its
+# captured output. See solutions/README.md.
+build/results/solution-%.patch: solutions/%.patch
+	mkdir -p $(@D)
+	sed -n '/^diff --git /,$$p' $< > $@
+build/results/solution-%-result.txt: solutions/%.patch
+	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
+	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
+	mkdir -p $(@D)
+	cp solutions/results/$*.txt $@
+# The program runs the solutions quote: one rule each, generated from their declarations.
+build/solutions.mk: $(SOLUTIONS) tools/solution-runs
+	mkdir -p $(@D)
+	tools/solution-runs $(SOLUTIONS) > $@.tmp && mv $@.tmp $@
+build/results/solutions-values.tex: $(SOLUTIONS) $(SOL_RUNS) tools/lgvalues
+	mkdir -p $(@D)
+	$(if $(SOLUTIONS),tools/lgvalues S $(SOLUTIONS),:) > $@.tmp && mv $@.tmp $@
+
+# make solutions: the appendix alone, as the book prints it.
+build/tex/solutions-body.tex: $(SOLUTIONS) $(WEAVE_TOOLS)
+	mkdir -p $(@D)
+	$(WEAVE) $(SOLUTIONS) > $@
+build/pdf/solutions.pdf: build/tex/solutions-body.tex $(SOL_ALL) build/results/solutions-values.tex \
+                         docs/solutions-master.tex docs/preamble.tex $(PREAMBLE_FMT) tools/texpdf tools/bookcheck
+	mkdir -p $(@D)
+	tools/numcheck $(SOLUTIONS)
+	printf '\\input{solutions-master}\n' > build/tex/solutions.tex
+	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) solutions solutions-body.tex ../../docs/preamble.tex \
+	  ../../docs/solutions-master.tex > solutions.texpdf.log 2>&1 || { tail -n 40 solutions.log; exit 1; }
+	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/solutions.pdf build/tex/solutions.log $(SOLUTIONS)
+	cp build/tex/solutions.pdf $@
+solutions: build/pdf/solutions.pdf
+
+# make check-solutions: every code-changing solution proved on a scratch tree
+# (tools/check-solutions; its outcome compared with solutions/results/, UPDATE=1 writes it).
+check-solutions: | deps
+	tools/check-solutions $(if $(filter 1,$(UPDATE)),--update) $(SOLUTION)
+
 # ---- the web edition ----------------------------------------------------------------
 # The same pipeline as the PDF's ($(WEAVE): finduses, tools/nwrefs, noidx, tools/nwprogram)
 # with noweb's stream itself as the output (-backend cat), read by tools/nwhtml instead of
@@ -462,8 +520,8 @@ $(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage
 HTML := build/html/index.html
 $(HTML): $(NW) $(APPENDIX) $(WEAVE_TOOLS) tools/nwhtml docs/html/litgrad.css $(DOCS) $(RESULTS) \
          $(FIGSTAMPS) $(BOOK_FIGS) $(call bench_quoted,$(NW)) build/results/crosscheck.txt \
-         build/results/all-values.tex
-	$(WEAVE) -backend cat $(NW) $(APPENDIX) | tools/nwhtml build/html
+         build/results/all-values.tex $(SOLUTIONS) $(SOL_ALL)
+	$(WEAVE) -backend cat $(NW) $(APPENDIX) $(SOLUTIONS) | tools/nwhtml build/html
 html: $(HTML)
 
 # The browser test: Debian's Chromium driven by playwright-core (pinned by
