@@ -454,7 +454,7 @@ build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(BO
 	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX) $(SOLUTIONS)
 	cp build/tex/book.pdf $@
 
-$(filter-out build/pdf/book.pdf,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
+$(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
                        build/results/stage-%-tests.tex build/results/stage-%-adds.tex \
                        $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
                        $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) $(PREAMBLE_FMT) \
