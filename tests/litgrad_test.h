@@ -75,7 +75,8 @@ static inline void lg_expect_no_leaks(void)
     /* A failed assertion in .fini is only printed, so end the worker abnormally:
      * Criterion then reports that the test "crashed during its setup or teardown" and
      * exits non-zero, and tools/run-tests fails the stage. */
-    fprintf(stderr, "LEAK: %zu block(s) of litgrad's allocator still live%s\n", live,
+    fprintf(stderr, "LEAK: %zu block(s) of litgrad's allocator still live%s (if an "
+            "assertion failed above, the test ended there, before its frees)\n", live,
             leaked_elsewhere ? "; LeakSanitizer found a leak (report above)" : "");
     fflush(stderr);
     abort();
