@@ -486,7 +486,7 @@ build/results/solution-%-result.txt: solutions/%.patch
 build/solutions.mk: $(SOLUTIONS) tools/solution-runs
 	mkdir -p $(@D)
 	tools/solution-runs $(SOLUTIONS) > $@.tmp && mv $@.tmp $@
-build/results/solutions-values.tex: $(SOLUTIONS) $(SOL_RUNS) tools/lgvalues
+build/results/solutions-values.tex: $(SOLUTIONS) $(SOL_ALL) tools/lgvalues
 	mkdir -p $(@D)
 	$(if $(SOLUTIONS),tools/lgvalues S $(SOLUTIONS),:) > $@.tmp && mv $@.tmp $@
 
