@@ -477,7 +477,7 @@ $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-bo
 build/results/solution-%.patch: solutions/%.patch
 	mkdir -p $(@D)
 	sed -n '/^diff --git /,$$p' $< > $@
-build/results/solution-%-result.txt: solutions/%.patch
+build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt)
 	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
 	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
 	mkdir -p $(@D)
