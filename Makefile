@@ -33,6 +33,10 @@
 # Stage N's code is notangle over stages/stage_01*.nw .. stage_NN*.nw; gaps in the
 # numbering are fine. See README.md.
 
+# make with no goal builds everything (all, below); an included file of rules, such as
+# build/solutions.mk, must not become the default.
+.DEFAULT_GOAL := all
+
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DELETE_ON_ERROR:
