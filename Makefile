@@ -300,6 +300,7 @@ lint: | deps
 	@tools/nwcheck lint $(NW) $(APPENDIX)
 	@tools/nwcheck roots $(NW) $(APPENDIX)
 	@tools/chunkstats --check $(NW) $(APPENDIX)
+	@tools/check-exercises $(NW) $(APPENDIX)
 	@for n in $(STAGES); do \
 	  tools/nwcheck roots $$(printf '%s\n' $(NW) | awk -v n=$$n '{ split($$0, p, "_"); if (p[2] + 0 <= n + 0) print }'); \
 	  ls tests/test_stage_$${n}_*.c >/dev/null 2>&1 || { echo "lint: stage $$n has no tests/test_stage_$${n}_*.c" >&2; exit 1; }; \
