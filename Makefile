@@ -513,7 +513,7 @@ solutions: build/pdf/solutions.pdf
 # make check-solutions: every code-changing solution proved on a scratch tree
 # (tools/check-solutions; its outcome compared with solutions/results/, UPDATE=1 writes it).
 check-solutions: | deps
-	tools/check-solutions $(if $(filter 1,$(UPDATE)),--update) $(SOLUTION)
+	tools/check-solutions $(if $(filter-out 0 no,$(UPDATE)),--update) $(SOLUTION)
 
 # ---- the web edition ----------------------------------------------------------------
 # The same pipeline as the PDF's ($(WEAVE): finduses, tools/nwrefs, noidx, tools/nwprogram)
