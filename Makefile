@@ -107,7 +107,7 @@ FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf) build/pdf/solutions.pdf
 
 .PHONY: all stages pdf html html-check test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
-        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions
+        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions machine-check
 all: stages $(TESTBINS) pdf html
 stages: $(BINS)
 pdf: $(PDFS)
@@ -171,6 +171,8 @@ CC_ONCE = tools/cc-once $(B)/objcache $@ $(1) $(CC) $(or $(2),$(CFLAGS)) -fmacro
 # A path as a C string literal in one shell word: its \ and " escaped for C, then the
 # whole quoted for the shell, so that a clone builds under any directory name.
 c_string_word = '"$(subst ','\'',$(subst ",\",$(subst \,\\,$(1))))"'
+# Any text as one single-quoted shell word.
+c_shell_word = '$(subst ','\'',$(1))'
 DATA_DIR_DEFINE = -DLG_DATA_DIR=$(call c_string_word,$(CURDIR)/data)
 
 $(B)/obj/%.o: $(T)/%.c tools/cc-once
@@ -545,9 +547,19 @@ BENCH_STAGES := $(foreach n,$(STAGES),$(if $(shell grep -l '^% litgrad-bench:' s
 # that measured them. make measures once, when the program changed; make bench measures
 # again and replaces the file, so the next make weaves the new figures.
 BENCH_RESULTS := $(foreach n,$(BENCH_STAGES),build/results/bench-$(n).txt)
-bench_header = printf 'measured on %s (%s cores) with %s %s\n' \
-  "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" "$$(nproc)" \
-  "$$($(CC) --version | head -n 1)" '-O2 -g'
+# The machine and the compiler, as the header prints them: two labelled lines, the
+# processor's and the compiler's names each cut to BENCH_WIDTH characters (an ellipsis
+# marks a cut), so that the header fits the page whatever the names. LG_MACHINE is the
+# one place the processor's name comes from: make LG_MACHINE='...' overrides it (make
+# machine-check does).
+LG_MACHINE ?= $(shell { sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1 | grep . || \
+  uname -m; } 2>/dev/null)
+LG_COMPILER ?= $(shell $(CC) --version 2>/dev/null | head -n 1)
+BENCH_WIDTH := 64
+bench_cut = "$$(v=$(call c_shell_word,$(1)); [ $${\#v} -le $(BENCH_WIDTH) ] && echo "$$v" || \
+  echo "$${v:0:$$(($(BENCH_WIDTH) - 3))}...")"
+bench_header = printf 'machine:  %s, %s cores\ncompiler: %s, %s\n' $(call bench_cut,$(LG_MACHINE)) \
+  "$$(nproc)" $(call bench_cut,$(LG_COMPILER)) '-O2 -g'
 # The benchmark build: each program as make builds it, except that model.c is compiled
 # with -DLG_NO_EXECUTOR_CHECKS: the checks of litgrad's own executor are assertions,
 # off in the benchmark as assertions would be (Stage 07, "The executor's checks are
@@ -567,7 +579,7 @@ $(BENCH_RESULTS): build/results/bench-%.txt: build/bench/bin/stage-%
 	mkdir -p $(@D)
 	{ $(bench_header); $< --bench; } > $@.tmp && mv $@.tmp $@
 build/results/bench-%-summary.txt: build/results/bench-%.txt
-	grep -E '^(measured|Stage|MLP)|  forward|times the previous' $< > $@
+	grep -E '^(machine|compiler|Stage|MLP)|  forward|times the previous' $< > $@
 
 bench: $(BENCH_BINS)
 	@if [ -z '$(BENCH_STAGES)' ]; then echo "bench: no stage declares benchmarks"; fi
@@ -575,6 +587,11 @@ bench: $(BENCH_BINS)
 	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
 	  { $(bench_header); build/bench/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
 	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
+
+# make machine-check: the chapters that quote the benchmarks, built in a copy of the clone
+# whose path is 150 characters long, with a processor's name of 150 (tools/machine-check).
+machine-check: | deps
+	tools/machine-check
 
 # The programs' share of the last stage's tangled lines (issue #11: at most 15 %), and
 # each program's and main's length.
