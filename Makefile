@@ -43,6 +43,14 @@ SHELL := /bin/bash
 .SUFFIXES:
 .SECONDEXPANSION:
 MAKEFLAGS += --no-builtin-rules
+# make uses every core: -j as many jobs as the machine has cores, unless the command line
+# says otherwise (make -j1, make -j4: the command line wins). A sub-make ($(MAKE), as make
+# test runs) shares its parent's jobs instead of adding its own. Each line of a recipe
+# prints its output in one piece (--output-sync=line), so that jobs do not interleave
+# within a line.
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1) --output-sync=line
+endif
 
 CC := gcc
 WARNINGS := -std=c11 -Wall -Wextra -Wpedantic -Werror
