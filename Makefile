@@ -29,12 +29,13 @@
 #                         with CC=clang, build/san-clang/)
 #   make machine-check    the chapters that quote benchmarks, built from a clone at a path
 #                         of 150 characters with a processor's name of 150 (CI runs it)
+#   make readme-check     run the README's commands (CI runs it)
 #   make V=1 ...          print every command in full instead of one line per step
 #   make fuzz             every libFuzzer target tests/fuzz/fuzz_*.c, FUZZ_SECONDS each
 #                         (see "fuzzing" below); make test runs their regression inputs
 #
 # Stage N's code is notangle over stages/stage_01*.nw .. stage_NN*.nw; gaps in the
-# numbering are fine. See README.md.
+# numbering are fine. See README.md and docs/building.md.
 
 # make with no goal builds everything (all, below); an included file of rules, such as
 # build/solutions.mk, must not become the default.
@@ -135,7 +136,7 @@ FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf) build/pdf/solutions.pdf
 
 .PHONY: all stages pdf html html-check test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
-        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions machine-check
+        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions machine-check readme-check
 all: stages $(TESTBINS) pdf html
 stages: $(BINS)
 pdf: $(PDFS)
@@ -335,6 +336,7 @@ lint: | deps
 	@tools/nwcheck roots $(NW) $(APPENDIX)
 	@tools/chunkstats --check $(NW) $(APPENDIX)
 	@tools/check-exercises $(NW) $(APPENDIX)
+	@tools/readme-commands lint README.md .ci/run
 	@for n in $(STAGES); do \
 	  tools/nwcheck roots $$(printf '%s\n' $(NW) | awk -v n=$$n '{ split($$0, p, "_"); if (p[2] + 0 <= n + 0) print }'); \
 	  ls tests/test_stage_$${n}_*.c >/dev/null 2>&1 || { echo "lint: stage $$n has no tests/test_stage_$${n}_*.c" >&2; exit 1; }; \
@@ -633,6 +635,12 @@ bench: $(BENCH_BINS)
 	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
 	  { $(bench_header); build/bench/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
 	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
+
+# make readme-check: every command of the README's ```sh blocks that .ci/run does not run
+# itself, run in order from here (tools/readme-commands; CI runs it last: it applies an
+# exercise's patch and takes it back). make lint checks the README's length and links.
+readme-check:
+	+@tools/readme-commands run README.md .ci/run
 
 # make machine-check: the chapters that quote the benchmarks, built in a copy of the clone
 # whose path is 150 characters long, with a processor's name of 150 (tools/machine-check).
