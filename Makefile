@@ -18,6 +18,7 @@
 #   make stages | pdf | lint | bench | clean
 #   make program-share    the programs' share of the last stage's tangled lines
 #   make chunkstats       the main line's share of code in step-named chunks, long chunks
+#   make bookstats        how the woven book reads: pages by part, mostly-code pages, index
 #   make crosscheck       install PyTorch (tools/install-deps crosscheck; make installs it too) and
 #                         compare litgrad with it: Appendix A's table, also in the book
 #   make solutions        the appendix "Solutions" alone: build/pdf/solutions.pdf (the book
@@ -136,7 +137,7 @@ FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf build/pdf/programs.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf) build/pdf/solutions.pdf
 
 .PHONY: all stages pdf html html-check test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
-        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions machine-check readme-check
+        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions machine-check readme-check bookstats
 all: stages $(TESTBINS) pdf html
 stages: $(BINS)
 pdf: $(PDFS)
@@ -344,6 +345,11 @@ lint: | deps
 	@for t in tests/test_stage_*.c; do n=$$(basename $$t | cut -d_ -f3); \
 	  ls stages/stage_$${n}_*.nw >/dev/null 2>&1 || { echo "lint: $$t has no stage $$n" >&2; exit 1; }; done
 	@echo "lint: clean ($(words $(NW)) stage files: $(STAGES); appendix: $(notdir $(APPENDIX)))"
+
+# How the book reads: its pages by part, the main line's pages that are mostly code, the
+# subject index's entries (tools/bookstats, on the two volumes make builds).
+bookstats: build/pdf/book.pdf build/pdf/programs.pdf
+	@tools/bookstats build/pdf/book.pdf build/pdf/programs.pdf
 
 # Does the main line read as steps? The share of its code lines in chunks named as steps
 # (not after a file or module) and its chunks over 40 lines (tools/chunkstats).
