@@ -28,11 +28,15 @@
 #                         UPDATE=1 writes solutions/results/; SOLUTION=NN-K checks one
 #   make SAN=1 ...        the same with -fsanitize=address,undefined (build/san/;
 #                         with CC=clang, build/san-clang/)
+#   make machine-check    the chapters that quote benchmarks, built from a clone at a path
+#                         of 150 characters with a processor's name of 150 (CI runs it)
+#   make readme-check     run the README's commands (CI runs it)
+#   make V=1 ...          print every command in full instead of one line per step
 #   make fuzz             every libFuzzer target tests/fuzz/fuzz_*.c, FUZZ_SECONDS each
 #                         (see "fuzzing" below); make test runs their regression inputs
 #
 # Stage N's code is notangle over stages/stage_01*.nw .. stage_NN*.nw; gaps in the
-# numbering are fine. See README.md.
+# numbering are fine. See README.md and docs/building.md.
 
 # make with no goal builds everything (all, below); an included file of rules, such as
 # build/solutions.mk, must not become the default.
@@ -44,6 +48,29 @@ SHELL := /bin/bash
 .SUFFIXES:
 .SECONDEXPANSION:
 MAKEFLAGS += --no-builtin-rules
+# What make prints: one short line per step, as "  CC      stage_07/model.o" (tools/cc-once
+# prints a compile, not an object copied from its cache), with the step's place among
+# its kind where the total is known ("(7/14)"). make V=1 prints every command in full
+# instead. A command that fails is printed in full either way (tools/make-shell runs the
+# recipes of a quiet make), and a step that writes a log prints the log's last lines.
+V ?= 0
+ifeq ($(V),1)
+Q :=
+step = @:
+else
+Q := @
+step = @printf '  %-7s %s\n' '$(1)' '$(2)'
+%: SHELL := tools/make-shell
+export LG_QUIET := 1
+endif
+# make uses every core: -j as many jobs as the machine has cores, unless the command line
+# says otherwise (make -j1, make -j4: the command line wins). A sub-make ($(MAKE), as make
+# test runs) shares its parent's jobs instead of adding its own. Each line of a recipe
+# prints its output in one piece (--output-sync=line), so that jobs do not interleave
+# within a line.
+ifeq ($(MAKELEVEL),0)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1) --output-sync=line
+endif
 
 CC := gcc
 WARNINGS := -std=c11 -Wall -Wextra -Wpedantic -Werror
@@ -92,6 +119,8 @@ endif
 SOL_ALL := $(SOL_SHOWN) $(SOL_RUNS)
 num = $(word 2,$(subst _, ,$(notdir $(1))))
 STAGES := $(foreach f,$(NW),$(call num,$f))
+# " (7/14)": stage $1's place among the stages, for make's step lines.
+of_stages = ($(words $(call nums_upto,$(1)))/$(words $(STAGES)))
 # the .nw files of stages 01..$1, in order (two-digit numbers sort as text)
 upto = $(foreach f,$(NW),$(if $(filter $(call num,$f),$(firstword $(sort $(call num,$f) $(1)))),$f))
 nums_upto = $(foreach f,$(call upto,$(1)),$(call num,$f))
@@ -108,7 +137,7 @@ FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
 PDFS := build/pdf/book.pdf build/pdf/programs.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf) build/pdf/solutions.pdf
 
 .PHONY: all stages pdf html html-check test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
-        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions bookstats
+        crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions machine-check readme-check bookstats
 all: stages $(TESTBINS) pdf html
 stages: $(BINS)
 pdf: $(PDFS)
@@ -143,8 +172,9 @@ LIBS := $(foreach n,$(STAGES),$(B)/obj/stage_$(n)/lib.a)
 # Pattern rules are static (limited to the stages that exist), so that a request for a
 # stage that does not exist is an error instead of a tangle of the stages below it.
 $(TANGLED): $(T)/stage_%/.tangled: $$(call upto,$$*) tools/nwtangle tools/nwcheck | deps
-	tools/nwtangle $(@D) $(call upto,$*)
-	touch $@
+	$(call step,TANGLE,stage $* $(call of_stages,$*))
+	$(Q)tools/nwtangle $(@D) $(call upto,$*)
+	$(Q)touch $@
 
 # Every tangled .c file except the stage programs' mains forms the stage's library. The
 # files are the roots the stages declare on their "% litgrad-roots:" lines (tools/nwcheck
@@ -172,10 +202,12 @@ CC_ONCE = tools/cc-once $(B)/objcache $@ $(1) $(CC) $(or $(2),$(CFLAGS)) -fmacro
 # A path as a C string literal in one shell word: its \ and " escaped for C, then the
 # whole quoted for the shell, so that a clone builds under any directory name.
 c_string_word = '"$(subst ','\'',$(subst ",\",$(subst \,\\,$(1))))"'
+# Any text as one single-quoted shell word.
+c_shell_word = '$(subst ','\'',$(1))'
 DATA_DIR_DEFINE = -DLG_DATA_DIR=$(call c_string_word,$(CURDIR)/data)
 
 $(B)/obj/%.o: $(T)/%.c tools/cc-once
-	$(call CC_ONCE,$(<D)) $(DATA_DIR_DEFINE) $<
+	$(Q)$(call CC_ONCE,$(<D)) $(DATA_DIR_DEFINE) $<
 
 # Stage 14's kernels are compiled with the loop vectorizer on (-O3: gcc's -O2 vectorizes
 # only loops whose trip count it knows) and, on every compiler, without fused
@@ -190,21 +222,22 @@ $(B)/obj/%/kernel.o: CFLAGS += -O3 $(if $(CC_IS_CLANG),,-fvect-cost-model=very-c
 # headers did not change is compiled once for all the stages after its own.
 $(B)/testobj/%.o: tests/$$(notdir $$*).c tests/litgrad_test.h tools/cc-once \
                   | $(T)/$$(dir $$*).tangled
-	$(call CC_ONCE,$(T)/$(patsubst %/,%,$(dir $*)),$(TEST_CFLAGS)) -Itests \
+	$(Q)$(call CC_ONCE,$(T)/$(patsubst %/,%,$(dir $*)),$(TEST_CFLAGS)) -Itests \
 	  -DLG_BIN_DIR=$(call c_string_word,$(CURDIR)/$(B)/bin) $<
 
 $(B)/testobj/stage_%/lg_stage.o: tests/lg_stage.c
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -DLG_STAGE='"$*"' -c $< -o $@
+	$(Q)$(CC) $(TEST_CFLAGS) -DLG_STAGE='"$*"' -c $< -o $@
 
 -include $(wildcard $(B)/obj/*/*.d $(B)/testobj/*/*.d $(B)/xcobj/*.d)
 
 $(LIBS): $(B)/obj/stage_%/lib.a: $$(call lib_objs,$$*)
-	rm -f $@ && ar rcs $@ $^
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(BINS): $(B)/bin/stage-%: $(B)/obj/stage_$$*/stage-$$*.o $(B)/obj/stage_%/lib.a
+	$(call step,LD,bin/stage-$*)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Criterion re-executes the test binary for every test, so what the binary loads at
 # start is paid about two thousand times by make test. It is linked statically, and
@@ -219,14 +252,16 @@ CRITERION := $(B)/testobj/criterion_nodiff.o -Wl,-Bstatic -lcriterion -lprotobuf
 TEST_LDLIBS := -Wl,-Bstatic -lz -lnettle -Wl,-Bdynamic -lm
 
 $(B)/testobj/criterion_nodiff.o: tests/criterion_nodiff.c
+	$(call step,CC,criterion_nodiff.o)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 # The tests of stages 01..N, linked against stage N's library.
 $(TESTBINS): $(B)/test/stage-%: $$(call test_objs,$$*) $(B)/testobj/stage_%/lg_stage.o \
                    $(B)/obj/stage_%/lib.a $(B)/testobj/criterion_nodiff.o $$(call bins_upto,$$*) | deps
+	$(call step,LD,test/stage-$*)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -no-pie -Wl,-z,now -o $@ $(call test_objs,$*) \
+	$(Q)$(CC) $(CFLAGS) -no-pie -Wl,-z,now -o $@ $(call test_objs,$*) \
 	  $(B)/testobj/stage_$*/lg_stage.o $(B)/obj/stage_$*/lib.a $(CRITERION) $(TEST_LDLIBS)
 
 # ---- tests -------------------------------------------------------------------------------
@@ -302,6 +337,7 @@ lint: | deps
 	@tools/nwcheck roots $(NW) $(APPENDIX)
 	@tools/chunkstats --check $(NW) $(APPENDIX)
 	@tools/check-exercises $(NW) $(APPENDIX)
+	@tools/readme-commands lint README.md .ci/run
 	@for n in $(STAGES); do \
 	  tools/nwcheck roots $$(printf '%s\n' $(NW) | awk -v n=$$n '{ split($$0, p, "_"); if (p[2] + 0 <= n + 0) print }'); \
 	  ls tests/test_stage_$${n}_*.c >/dev/null 2>&1 || { echo "lint: stage $$n has no tests/test_stage_$${n}_*.c" >&2; exit 1; }; \
@@ -325,13 +361,14 @@ RESULT_TXT := $(foreach n,$(STAGES),build/results/stage-$(n).txt)
 RESULT_TESTS := $(foreach n,$(STAGES),build/results/stage-$(n)-tests.tex)
 
 $(RESULT_TXT): build/results/stage-%.txt: $(B)/bin/stage-%
-	mkdir -p $(@D)
-	$< > $@
+	$(call step,RUN,stage-$* > results/stage-$*.txt)
+	$(Q)mkdir -p $(@D)
+	$(Q)$< > $@
 
 # "Stage NN: X tests; tests of stages 01..NN: Y", from the test binary's own list.
 $(RESULT_TESTS): build/results/stage-%-tests.tex: $(B)/test/stage-%
-	mkdir -p $(@D)
-	$< --list | awk -v n=$* ' \
+	$(Q)mkdir -p $(@D)
+	$(Q)$< --list | awk -v n=$* ' \
 	  /^stage[0-9][0-9]: [0-9]+ tests?$$/ { c = $$2 + 0; all += c; if ($$1 == "stage" n ":") own = c } \
 	  END { printf "\\lgtestcount{%s}{%d}{%d}\n", n, own, all }' > $@
 
@@ -341,8 +378,8 @@ prev_of = $(lastword $(filter-out $(1),$(call nums_upto,$(1))))
 RESULT_ADDS := $(foreach n,$(STAGES),build/results/stage-$(n)-adds.tex)
 $(RESULT_ADDS): build/results/stage-%-adds.tex: $(T)/stage_%/.changed \
                    $$(foreach p,$$(call prev_of,$$*),$(T)/stage_$$(p)/.changed) tools/stage-adds
-	mkdir -p $(@D)
-	tools/stage-adds $* $(T) $(call upto,$*) > $@
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/stage-adds $* $(T) $(call upto,$*) > $@
 
 # make diff-stage N: the unified diff of the tangled tree of the stage before N to
 # Stage N's, without #line directives (they only point into the .nw files).
@@ -373,22 +410,24 @@ diff-stage: $(T)/stage_$(DIFF_NN)/.tangled $(if $(DIFF_PREV),$(T)/stage_$(DIFF_P
 # A drawing is rendered without the PDF's default half-inch margin (-Gmargin=0), so that
 # its natural size is the drawing's own: tools/bookcheck compares it with its placed size.
 $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.changed
-	rm -rf $(@D) && mkdir -p $(@D)
-	$< --figure-data $(@D) > /dev/null
-	for f in $(call figures_of,$*); do \
+	$(call step,FIGURES,stage $*)
+	$(Q)rm -rf $(@D) && mkdir -p $(@D)
+	$(Q)$< --figure-data $(@D) > /dev/null
+	$(Q)for f in $(call figures_of,$*); do \
 	  if [ -f $(T)/stage_$*/$$f.gp ]; then \
 	    cp $(T)/stage_$*/$$f.gp $(@D)/ && (cd $(@D) && gnuplot $$f.gp); \
 	  elif [ -f $(@D)/$$f.dot ]; then dot -Gmargin=0 -Tpdf $(@D)/$$f.dot -o $(@D)/$$f.pdf; \
 	  else echo "figure $$f of stage $*: neither $$f.gp nor $$f.dot was made" >&2; exit 1; fi; \
 	done
-	touch $@
+	$(Q)touch $@
 
 # The book's own drawings (the map of the stages in the preface): docs/figures/*.dot, drawn
 # like a stage's graphviz figure, with the .dot beside the PDF for tools/bookcheck.
 BOOK_FIGS := $(patsubst docs/figures/%.dot,build/fig/book/%.pdf,$(wildcard docs/figures/*.dot))
 $(BOOK_FIGS): build/fig/book/%.pdf: docs/figures/%.dot | deps
-	mkdir -p $(@D)
-	cp $< $(@D)/$*.dot && dot -Gmargin=0 -Tpdf $< -o $@
+	$(call step,DOT,$(@F))
+	$(Q)mkdir -p $(@D)
+	$(Q)cp $< $(@D)/$*.dot && dot -Gmargin=0 -Tpdf $< -o $@
 
 TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
 DOCS := $(wildcard docs/*.tex docs/*.bib)
@@ -404,8 +443,9 @@ STAGE_TEX := docs/preamble.tex docs/stage-master.tex docs/alone-note.tex
 PREAMBLE_FMT := build/tex/lgpreamble.fmt
 TEXPDF_FMT := -fmt $(basename $(notdir $(PREAMBLE_FMT)))
 $(PREAMBLE_FMT): docs/preamble.tex docs/preamble-format.ltx $(shell kpsewhich -engine=pdftex pdflatex.fmt) | deps
-	mkdir -p $(@D)
-	cd $(@D) && $(TEXENV) pdflatex -ini -interaction=nonstopmode -halt-on-error \
+	$(call step,FORMAT,$(@F): the preamble loaded once)
+	$(Q)mkdir -p $(@D)
+	$(Q)cd $(@D) && $(TEXENV) pdflatex -ini -interaction=nonstopmode -halt-on-error \
 	  -jobname=$(basename $(@F)) '&pdflatex' preamble-format.ltx > $(basename $(@F)).ini.log 2>&1 \
 	  || { tail -n 20 $(basename $(@F)).log; exit 1; }
 
@@ -421,21 +461,23 @@ WEAVE_TOOLS := build/tex/.nwrefs-checked tools/nwprogram
 
 # tools/nwrefs-check: nwrefs on a small file whose real uses are known.
 build/tex/.nwrefs-checked: tools/nwrefs tools/nwrefs-check | deps
-	mkdir -p $(@D)
-	tools/nwrefs-check
-	touch $@
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/nwrefs-check
+	$(Q)touch $@
 
 # The two volumes are woven in one run, so that the references span both, and cut where
 # the companion begins (tools/volsplit).
 build/tex/book-body.tex build/tex/programs-body.tex &: $(NW) $(APPENDIX) $(SOLUTIONS) $(WEAVE_TOOLS) tools/volsplit
-	mkdir -p $(@D)
-	$(WEAVE) $(NW) $(APPENDIX) $(SOLUTIONS) > build/tex/woven.tex
-	tools/volsplit build/tex/woven.tex build/tex/book-body.tex build/tex/programs-body.tex
+	$(call step,WEAVE,book and companion)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(WEAVE) $(NW) $(APPENDIX) $(SOLUTIONS) > build/tex/woven.tex
+	$(Q)tools/volsplit build/tex/woven.tex build/tex/book-body.tex build/tex/programs-body.tex
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
 $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) $(WEAVE_TOOLS)
-	mkdir -p $(@D)
-	$(WEAVE) $< > $@
+	$(call step,WEAVE,stage $*)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(WEAVE) $< > $@
 
 # The numbers a chapter quotes with \lgv{NAME}, read from the captured outputs named on
 # its "% litgrad-value: NAME FILE REGEX" lines (tools/lgvalues). FILE is a file of
@@ -446,13 +488,13 @@ value_deps = $(sort $(foreach f,$(call value_files,$(2)),$(if $(filter stage-%.t
 VALUES := $(foreach n,$(STAGES),build/results/stage-$(n)-values.tex)
 $(VALUES): build/results/stage-%-values.tex: $$(wildcard stages/stage_$$*_*.nw) \
                  $$(call value_deps,$$*,$$(wildcard stages/stage_$$*_*.nw)) tools/lgvalues
-	mkdir -p $(@D)
-	tools/lgvalues $* $(wildcard stages/stage_$*_*.nw) > $@.tmp && mv $@.tmp $@
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/lgvalues $* $(wildcard stages/stage_$*_*.nw) > $@.tmp && mv $@.tmp $@
 build/results/stage-A-values.tex: $(APPENDIX) $$(call value_deps,A,$(APPENDIX)) tools/lgvalues
-	mkdir -p $(@D)
-	tools/lgvalues A $(APPENDIX) > $@.tmp && mv $@.tmp $@
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/lgvalues A $(APPENDIX) > $@.tmp && mv $@.tmp $@
 build/results/all-values.tex: $(VALUES) build/results/stage-A-values.tex build/results/solutions-values.tex
-	cat $^ > $@
+	$(Q)cat $^ > $@
 
 # The captured files a stage quotes with \lgoutput{bench-NN...}.
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
@@ -465,29 +507,31 @@ build/pdf/book.pdf build/pdf/programs.pdf &: build/tex/book-body.tex build/tex/p
                     build/results/crosscheck.txt build/results/all-values.tex $(PREAMBLE_FMT) \
                     $(SOL_ALL) $(SOL_VERDICTS) build/results/solution-outcomes.tex \
                     tools/bookcheck tools/texpdf tools/texpair tools/texlabels tools/numcheck
-	mkdir -p $(@D)
-	tools/numcheck $(NW) $(APPENDIX) $(SOLUTIONS)
-	printf '\\input{book-master}\n' > build/tex/book.tex
-	printf '\\input{programs-master}\n' > build/tex/programs.tex
-	cd build/tex && $(TEXENV) ../../tools/texpair $(TEXPDF_FMT) book programs book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
+	$(call step,PDF,book.pdf and programs.pdf (pdflatex until the references settle; a few minutes))
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/numcheck $(NW) $(APPENDIX) $(SOLUTIONS)
+	$(Q)printf '\\input{book-master}\n' > build/tex/book.tex
+	$(Q)printf '\\input{programs-master}\n' > build/tex/programs.tex
+	$(Q)cd build/tex && $(TEXENV) ../../tools/texpair $(TEXPDF_FMT) book programs book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
 	  > book.texpdf.log 2>&1 || { tail -n 40 book.log; tail -n 40 programs.log; tail -n 3 book.texpdf.log; exit 1; }
-	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX) $(SOLUTIONS)
-	tools/bookcheck build/tex/programs.pdf build/tex/programs.log $(NW) $(APPENDIX) $(SOLUTIONS)
-	cp build/tex/book.pdf build/pdf/book.pdf
-	cp build/tex/programs.pdf build/pdf/programs.pdf
+	$(Q)tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX) $(SOLUTIONS)
+	$(Q)tools/bookcheck build/tex/programs.pdf build/tex/programs.log $(NW) $(APPENDIX) $(SOLUTIONS)
+	$(Q)cp build/tex/book.pdf build/pdf/book.pdf
+	$(Q)cp build/tex/programs.pdf build/pdf/programs.pdf
 
 $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
                        build/results/stage-%-tests.tex build/results/stage-%-adds.tex \
                        $$(filter build/fig/stage_$$*/.done,$(FIGSTAMPS)) \
                        $$(call bench_quoted,$$(wildcard stages/stage_$$*_*.nw)) $(PREAMBLE_FMT) \
                        build/results/stage-%-values.tex tools/bookcheck tools/texpdf tools/numcheck
-	mkdir -p $(@D)
-	tools/numcheck $(wildcard stages/stage_$*_*.nw)
-	printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
-	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) stage-$* stage-$*-body.tex $(addprefix ../../,$(STAGE_TEX)) \
+	$(call step,PDF,stage-$*.pdf $(call of_stages,$*))
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/numcheck $(wildcard stages/stage_$*_*.nw)
+	$(Q)printf '\\def\\lgstage{%s}\\input{stage-master}\n' $* > build/tex/stage-$*.tex
+	$(Q)cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) stage-$* stage-$*-body.tex $(addprefix ../../,$(STAGE_TEX)) \
 	  > stage-$*.texpdf.log 2>&1 || { tail -n 40 stage-$*.log; tail -n 3 stage-$*.texpdf.log; exit 1; }
-	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
-	cp build/tex/stage-$*.pdf $@
+	$(Q)BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/stage-$*.pdf build/tex/stage-$*.log $(wildcard stages/stage_$*_*.nw)
+	$(Q)cp build/tex/stage-$*.pdf $@
 
 # ---- the solutions ----------------------------------------------------------------------
 # The appendix "Solutions": solutions/solutions_00.nw opens it, solutions_NN.nw hold the
@@ -497,53 +541,55 @@ $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-bo
 # ARGS", run from the repository's root by tools/solution-runs' rules) and quotes its
 # captured output. See solutions/README.md.
 build/results/solution-%.patch: solutions/%.patch
-	mkdir -p $(@D)
-	sed -n '/^diff --git /,$$p' $< > $@
+	$(Q)mkdir -p $(@D)
+	$(Q)sed -n '/^diff --git /,$$p' $< > $@
 build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt)
 	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
 	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
-	mkdir -p $(@D)
-	cp solutions/results/$*.txt $@
+	$(Q)mkdir -p $(@D)
+	$(Q)cp solutions/results/$*.txt $@
 # Under a solution in the book, the verdict: what make check-solutions saw without the
 # failing tests' messages (lines indented by six spaces, and the teardown notes of a
 # test that had already failed); the companion prints the whole outcome.
 SOL_VERDICTS := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p)))-verdict.txt)
 build/results/solution-%-verdict.txt: build/results/solution-%-result.txt
-	awk '/^      / { next } / crashed in its setup or teardown$$|: ended at its failed assertion, before its frees/ { next } \
+	$(Q)awk '/^      / { next } / crashed in its setup or teardown$$|: ended at its failed assertion, before its frees/ { next } \
 	  { print }' $< > $@
 build/results/solution-outcomes.tex: $(SOL_PATCHES)
-	mkdir -p $(@D)
-	for p in $(basename $(notdir $(SOL_PATCHES))); do \
+	$(Q)mkdir -p $(@D)
+	$(Q)for p in $(basename $(notdir $(SOL_PATCHES))); do \
 	  n=$${p%%-*}; k=$${p#*-}; case $$n in [0-9]*) n=$$((10#$$n));; esac; \
 	  printf '\\lgsoloutcome{%s}{%s.%s}\n' "$$p" "$$n" "$$k"; done > $@
 
 # The program runs the solutions quote: one rule each, generated from their declarations.
 build/solutions.mk: $(SOLUTIONS) tools/solution-runs
-	mkdir -p $(@D)
-	tools/solution-runs $(SOLUTIONS) > $@.tmp && mv $@.tmp $@
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/solution-runs $(SOLUTIONS) > $@.tmp && mv $@.tmp $@
 build/results/solutions-values.tex: $(SOLUTIONS) $(SOL_ALL) tools/lgvalues
-	mkdir -p $(@D)
-	$(if $(SOLUTIONS),tools/lgvalues S $(SOLUTIONS),:) > $@.tmp && mv $@.tmp $@
+	$(Q)mkdir -p $(@D)
+	$(Q)$(if $(SOLUTIONS),tools/lgvalues S $(SOLUTIONS),:) > $@.tmp && mv $@.tmp $@
 
 # make solutions: the appendix alone, as the book prints it.
 build/tex/solutions-body.tex: $(SOLUTIONS) $(WEAVE_TOOLS)
-	mkdir -p $(@D)
-	$(WEAVE) $(SOLUTIONS) > $@
+	$(call step,WEAVE,solutions)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(WEAVE) $(SOLUTIONS) > $@
 build/pdf/solutions.pdf: build/tex/solutions-body.tex $(SOL_ALL) $(SOL_VERDICTS) build/results/solutions-values.tex \
                          docs/solutions-master.tex docs/preamble.tex $(PREAMBLE_FMT) tools/texpdf tools/bookcheck
-	mkdir -p $(@D)
-	tools/numcheck $(SOLUTIONS)
-	printf '\\input{solutions-master}\n' > build/tex/solutions.tex
-	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) solutions solutions-body.tex ../../docs/preamble.tex \
+	$(call step,PDF,solutions.pdf)
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/numcheck $(SOLUTIONS)
+	$(Q)printf '\\input{solutions-master}\n' > build/tex/solutions.tex
+	$(Q)cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) solutions solutions-body.tex ../../docs/preamble.tex \
 	  ../../docs/solutions-master.tex > solutions.texpdf.log 2>&1 || { tail -n 40 solutions.log; exit 1; }
-	BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/solutions.pdf build/tex/solutions.log $(SOLUTIONS)
-	cp build/tex/solutions.pdf $@
+	$(Q)BOOKCHECK_LAYOUT=0 tools/bookcheck build/tex/solutions.pdf build/tex/solutions.log $(SOLUTIONS)
+	$(Q)cp build/tex/solutions.pdf $@
 solutions: build/pdf/solutions.pdf
 
 # make check-solutions: every code-changing solution proved on a scratch tree
 # (tools/check-solutions; its outcome compared with solutions/results/, UPDATE=1 writes it).
 check-solutions: | deps
-	tools/check-solutions $(if $(filter-out 0 no,$(UPDATE)),--update) $(SOLUTION)
+	$(Q)tools/check-solutions $(if $(filter-out 0 no,$(UPDATE)),--update) $(SOLUTION)
 
 # ---- the web edition ----------------------------------------------------------------
 # The same pipeline as the PDF's ($(WEAVE): finduses, tools/nwrefs, noidx, tools/nwprogram)
@@ -556,16 +602,18 @@ HTML := build/html/index.html
 $(HTML): $(NW) $(APPENDIX) $(WEAVE_TOOLS) tools/nwhtml docs/html/litgrad.css $(DOCS) $(RESULTS) \
          $(FIGSTAMPS) $(BOOK_FIGS) $(call bench_quoted,$(NW)) build/results/crosscheck.txt \
          build/results/all-values.tex $(SOLUTIONS) $(SOL_ALL)
-	$(WEAVE) -backend cat $(NW) $(APPENDIX) $(SOLUTIONS) | tools/nwhtml build/html
+	$(call step,HTML,$(HTML))
+	$(Q)$(WEAVE) -backend cat $(NW) $(APPENDIX) $(SOLUTIONS) | tools/nwhtml build/html
 html: $(HTML)
 
 # The browser test: Debian's Chromium driven by playwright-core (pinned by
 # tests/html/package-lock.json, installed with npm ci; it downloads no browser).
 CHROMIUM := /usr/bin/chromium
 tests/html/node_modules/.package-lock.json: tests/html/package.json tests/html/package-lock.json
-	cd tests/html && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
+	$(Q)cd tests/html && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
 html-check: $(HTML) tests/html/node_modules/.package-lock.json
-	CHROMIUM=$(CHROMIUM) node tests/html/check.mjs build/html build/html-shots
+	$(call step,CHECK,the web edition in Chromium)
+	$(Q)CHROMIUM=$(CHROMIUM) node tests/html/check.mjs build/html build/html-shots
 
 # A stage with benchmarks declares "% litgrad-bench:" in its .nw file; its program then
 # answers --bench by printing its figures (built without sanitizers, -O2).
@@ -575,9 +623,19 @@ BENCH_STAGES := $(foreach n,$(STAGES),$(if $(shell grep -l '^% litgrad-bench:' s
 # that measured them. make measures once, when the program changed; make bench measures
 # again and replaces the file, so the next make weaves the new figures.
 BENCH_RESULTS := $(foreach n,$(BENCH_STAGES),build/results/bench-$(n).txt)
-bench_header = printf 'measured on %s (%s cores) with %s %s\n' \
-  "$$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)" "$$(nproc)" \
-  "$$($(CC) --version | head -n 1)" '-O2 -g'
+# The machine and the compiler, as the header prints them: two labelled lines, the
+# processor's and the compiler's names each cut to BENCH_WIDTH characters (an ellipsis
+# marks a cut), so that the header fits the page whatever the names. LG_MACHINE is the
+# one place the processor's name comes from: make LG_MACHINE='...' overrides it (make
+# machine-check does).
+LG_MACHINE ?= $(shell { sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1 | grep . || \
+  uname -m; } 2>/dev/null)
+LG_COMPILER ?= $(shell $(CC) --version 2>/dev/null | head -n 1)
+BENCH_WIDTH := 64
+bench_cut = "$$(v=$(call c_shell_word,$(1)); [ $${\#v} -le $(BENCH_WIDTH) ] && echo "$$v" || \
+  echo "$${v:0:$$(($(BENCH_WIDTH) - 3))}...")"
+bench_header = printf 'machine:  %s, %s cores\ncompiler: %s, %s\n' $(call bench_cut,$(LG_MACHINE)) \
+  "$$(nproc)" $(call bench_cut,$(LG_COMPILER)) '-O2 -g'
 # The benchmark build: each program as make builds it, except that model.c is compiled
 # with -DLG_NO_EXECUTOR_CHECKS: the checks of litgrad's own executor are assertions,
 # off in the benchmark as assertions would be (Stage 07, "The executor's checks are
@@ -585,19 +643,21 @@ bench_header = printf 'measured on %s (%s cores) with %s %s\n' \
 BENCH_BINS := $(foreach n,$(BENCH_STAGES),build/bench/bin/stage-$(n))
 BENCH_MODELS := $(foreach n,$(BENCH_STAGES),build/bench/obj/stage_$(n)/model.o)
 $(BENCH_MODELS): build/bench/obj/stage_%/model.o: $(T)/stage_%/model.c tools/cc-once
-	$(call CC_ONCE,$(<D)) $(DATA_DIR_DEFINE) -DLG_NO_EXECUTOR_CHECKS $<
+	$(Q)$(call CC_ONCE,$(<D)) $(DATA_DIR_DEFINE) -DLG_NO_EXECUTOR_CHECKS $<
 BENCH_LIBS := $(foreach n,$(BENCH_STAGES),build/bench/obj/stage_$(n)/lib.a)
 $(BENCH_LIBS): build/bench/obj/stage_%/lib.a: build/obj/stage_%/lib.a build/bench/obj/stage_%/model.o
-	cp $< $@.tmp && ar rs $@.tmp $(@D)/model.o && mv $@.tmp $@
+	$(Q)cp $< $@.tmp && ar rs $@.tmp $(@D)/model.o && mv $@.tmp $@
 $(BENCH_BINS): build/bench/bin/stage-%: build/obj/stage_$$*/stage-$$*.o build/bench/obj/stage_%/lib.a
+	$(call step,LD,bench/bin/stage-$*)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BENCH_RESULTS): build/results/bench-%.txt: build/bench/bin/stage-%
-	mkdir -p $(@D)
-	{ $(bench_header); $< --bench; } > $@.tmp && mv $@.tmp $@
+	$(call step,BENCH,stage $* > results/bench-$*.txt)
+	$(Q)mkdir -p $(@D)
+	$(Q){ $(bench_header); $< --bench; } > $@.tmp && mv $@.tmp $@
 build/results/bench-%-summary.txt: build/results/bench-%.txt
-	grep -E '^(measured|Stage|MLP)|  forward|times the previous' $< > $@
+	$(Q)grep -E '^(machine|compiler|Stage|MLP)|  forward|times the previous' $< > $@
 
 bench: $(BENCH_BINS)
 	@if [ -z '$(BENCH_STAGES)' ]; then echo "bench: no stage declares benchmarks"; fi
@@ -605,6 +665,17 @@ bench: $(BENCH_BINS)
 	@for n in $(BENCH_STAGES); do echo "== stage $$n benchmarks"; \
 	  { $(bench_header); build/bench/bin/stage-$$n --bench; } | tee build/results/bench-$$n.txt.tmp; \
 	  mv build/results/bench-$$n.txt.tmp build/results/bench-$$n.txt; done
+
+# make readme-check: every command of the README's ```sh blocks that .ci/run does not run
+# itself, run in order from here (tools/readme-commands; CI runs it last: it applies an
+# exercise's patch and takes it back). make lint checks the README's length and links.
+readme-check:
+	+@tools/readme-commands run README.md .ci/run
+
+# make machine-check: the chapters that quote the benchmarks, built in a copy of the clone
+# whose path is 150 characters long, with a processor's name of 150 (tools/machine-check).
+machine-check: | deps
+	$(Q)tools/machine-check
 
 # The programs' share of the last stage's tangled lines (issue #11: at most 15 %), and
 # each program's and main's length.
@@ -624,18 +695,20 @@ XC_RUN := $(PYTHON) $(XC)/crosscheck.py $(B)/bin/crosscheck-export docs/examples
 EXAMPLES := $(sort $(shell find docs/examples \( -name '*.lgir' -o -name '*.lgv' \) -not -path '*/malformed/*'))
 
 $(XC)/.tangled: $(NW) $(APPENDIX) tools/nwtangle tools/nwcheck | deps
-	tools/nwtangle $(@D) $(NW) $(APPENDIX)
-	touch $@
+	$(call step,TANGLE,appendix A)
+	$(Q)tools/nwtangle $(@D) $(NW) $(APPENDIX)
+	$(Q)touch $@
 $(XC)/crosscheck.py: $(XC)/.tangled ;
 
 # The exporter is compiled like a stage's file (its tree holds every stage's headers): an
 # edit that leaves its text and headers as they were compiles nothing.
 $(B)/xcobj/crosscheck-export.o: $(XC)/crosscheck-export.c tools/cc-once
-	$(call CC_ONCE,$(XC)) $<
+	$(Q)$(call CC_ONCE,$(XC)) $<
 
 $(B)/bin/crosscheck-export: $(B)/xcobj/crosscheck-export.o $(B)/obj/stage_$(LAST)/lib.a
-	mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(call step,LD,bin/crosscheck-export)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(PROGRAM_LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # Stage 12's tests also run the exporter, for its command line (PyTorch not needed): every
 # test binary that holds them needs it, so that make test-stage 12 alone runs them too.
@@ -654,22 +727,23 @@ TORCH_STATE := build/results/.torch-$(if $(wildcard $(TORCH)),present,absent)
 torch-state-changed: ;
 build/results/crosscheck.txt: $(B)/bin/crosscheck-export $(XC)/crosscheck.py $(EXAMPLES) $(wildcard data/iris.csv data/digits.csv.gz) \
                               $(if $(wildcard $(TORCH_STATE)),,torch-state-changed)
-	mkdir -p $(@D)
-	if [ -f $(TORCH) ]; then status=0; $(XC_RUN) > $@.tmp || status=$$?; \
+	$(call step,RUN,crosscheck > results/crosscheck.txt)
+	$(Q)mkdir -p $(@D)
+	$(Q)if [ -f $(TORCH) ]; then status=0; $(XC_RUN) > $@.tmp || status=$$?; \
 	  [ $$status -eq 0 ] || echo "crosscheck.py exited with status $$status" >> $@.tmp; else \
 	  echo "litgrad: PyTorch is not installed: Appendix A of this build says that the cross-check did not run" >&2; \
 	  printf '%s\n' "This build of the book did not run the cross-check: PyTorch (Debian's" \
 	    "python3-torch) is not installed on the machine that built it. 'make crosscheck'" \
 	    "installs it and prints the table; 'make' then puts the table here." > $@.tmp; fi
-	if [ -f $(TORCH) ]; then echo '\lgcrosschecktrue'; else echo '\lgcrosscheckfalse'; fi \
+	$(Q)if [ -f $(TORCH) ]; then echo '\lgcrosschecktrue'; else echo '\lgcrosscheckfalse'; fi \
 	  > build/results/crosscheck-ran.tex
-	rm -f build/results/.torch-* && touch $(TORCH_STATE)
-	mv $@.tmp $@
+	$(Q)rm -f build/results/.torch-* && touch $(TORCH_STATE)
+	$(Q)mv $@.tmp $@
 
 crosscheck: $(B)/bin/crosscheck-export $(XC)/.tangled
-	tools/install-deps crosscheck
-	mkdir -p build/results
-	status=0; $(XC_RUN) > build/results/crosscheck.txt.tmp || status=$$?; \
+	$(Q)tools/install-deps crosscheck
+	$(Q)mkdir -p build/results
+	$(Q)status=0; $(XC_RUN) > build/results/crosscheck.txt.tmp || status=$$?; \
 	mv build/results/crosscheck.txt.tmp build/results/crosscheck.txt; \
 	echo '\lgcrosschecktrue' > build/results/crosscheck-ran.tex; \
 	cat build/results/crosscheck.txt; exit $$status
@@ -700,14 +774,15 @@ FUZZ_TREE := $(T)/stage_$(LAST)
 FUZZ_LIB_OBJS := $(patsubst $(B)/obj/stage_$(LAST)/%,build/fuzz/obj/%,$(call lib_objs,$(LAST)))
 
 build/fuzz/obj/%.o: $(FUZZ_TREE)/%.c tools/cc-once
-	tools/cc-once build/fuzz/objcache $@ $(FUZZ_TREE) $(FUZZ_CC) $(FUZZ_CFLAGS) \
+	$(Q)tools/cc-once build/fuzz/objcache $@ $(FUZZ_TREE) $(FUZZ_CC) $(FUZZ_CFLAGS) \
 	  -fsanitize=fuzzer-no-link -fmacro-prefix-map=$(FUZZ_TREE)/= -I$(FUZZ_TREE) \
 	  $(DATA_DIR_DEFINE) $<
 build/fuzz/obj/fuzz_%.o: tests/fuzz/fuzz_%.c tools/cc-once | $(FUZZ_TREE)/.tangled
-	tools/cc-once build/fuzz/objcache $@ $(FUZZ_TREE) $(FUZZ_CC) $(FUZZ_CFLAGS) \
+	$(Q)tools/cc-once build/fuzz/objcache $@ $(FUZZ_TREE) $(FUZZ_CC) $(FUZZ_CFLAGS) \
 	  -fsanitize=fuzzer-no-link -I$(FUZZ_TREE) $(DATA_DIR_DEFINE) $<
 build/fuzz/fuzz_%: build/fuzz/obj/fuzz_%.o $(FUZZ_LIB_OBJS)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
+	$(call step,LD,fuzz/fuzz_$*)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^ $(LDLIBS)
 -include $(wildcard build/fuzz/obj/*.d)
 
 fuzz: $(foreach n,$(FUZZ_NAMES),build/fuzz/fuzz_$(n))
@@ -732,8 +807,9 @@ fuzz: $(foreach n,$(FUZZ_NAMES),build/fuzz/fuzz_$(n))
 FUZZ_REGRESS := $(foreach n,$(FUZZ_NAMES),$(B)/fuzz/regress_$(n))
 $(FUZZ_REGRESS): $(B)/fuzz/regress_%: tests/fuzz/fuzz_%.c tests/fuzz/regress_main.c \
                                        $(B)/obj/stage_$(LAST)/lib.a
+	$(call step,LD,$(@:$(B)/%=%))
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -I$(FUZZ_TREE) -o $@ $(filter %.c,$^) $(B)/obj/stage_$(LAST)/lib.a $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -I$(FUZZ_TREE) -o $@ $(filter %.c,$^) $(B)/obj/stage_$(LAST)/lib.a $(LDLIBS)
 
 fuzz-regressions: $(FUZZ_REGRESS)
 	@passed=0; failed=0; for n in $(FUZZ_NAMES); do \
@@ -747,6 +823,6 @@ fuzz-regressions: $(FUZZ_REGRESS)
 	echo "fuzz regressions: $$passed passed, $$failed failed"; [ $$failed -eq 0 ]
 
 clean:
-	rm -rf build
+	$(Q)rm -rf build
 
 .SECONDARY:
