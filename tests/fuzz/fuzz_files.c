@@ -73,7 +73,7 @@ static void remove_files(void)
     unlink(F.base);
 }
 
-/* The iris run of stage-09's default settings (the seed's mlp, 16 hidden), as the
+/* The iris run of stage-09's default settings (Stage 07's mlp, 16 hidden), as the
  * program and tests/test_stage_09_training.c make it, so that a checkpoint written by
  * `stage-09 --save` gets past the header. */
 static void setup(void)
