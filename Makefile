@@ -104,7 +104,7 @@ TESTBINS := $(foreach n,$(STAGES),$(B)/test/stage-$(n))
 RESULTS := $(foreach n,$(STAGES),build/results/stage-$(n).txt build/results/stage-$(n)-tests.tex \
                                  build/results/stage-$(n)-adds.tex)
 FIGSTAMPS := $(foreach n,$(FIG_STAGES),build/fig/stage_$(n)/.done)
-PDFS := build/pdf/book.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf) build/pdf/solutions.pdf
+PDFS := build/pdf/book.pdf build/pdf/programs.pdf $(foreach n,$(STAGES),build/pdf/stage-$(n).pdf) build/pdf/solutions.pdf
 
 .PHONY: all stages pdf html html-check test test-quick test-stage test-bins run-stage diff-stage lint bench clean deps \
         crosscheck program-share fuzz fuzz-regressions chunkstats solutions check-solutions
@@ -419,9 +419,12 @@ build/tex/.nwrefs-checked: tools/nwrefs tools/nwrefs-check | deps
 	tools/nwrefs-check
 	touch $@
 
-build/tex/book-body.tex: $(NW) $(APPENDIX) $(SOLUTIONS) $(WEAVE_TOOLS)
+# The two volumes are woven in one run, so that the references span both, and cut where
+# the companion begins (tools/volsplit).
+build/tex/book-body.tex build/tex/programs-body.tex &: $(NW) $(APPENDIX) $(SOLUTIONS) $(WEAVE_TOOLS) tools/volsplit
 	mkdir -p $(@D)
-	$(WEAVE) $(NW) $(APPENDIX) $(SOLUTIONS) > $@
+	$(WEAVE) $(NW) $(APPENDIX) $(SOLUTIONS) > build/tex/woven.tex
+	tools/volsplit build/tex/woven.tex build/tex/book-body.tex build/tex/programs-body.tex
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
 $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) $(WEAVE_TOOLS)
@@ -448,16 +451,24 @@ build/results/all-values.tex: $(VALUES) build/results/stage-A-values.tex build/r
 # The captured files a stage quotes with \lgoutput{bench-NN...}.
 bench_quoted = $(sort $(patsubst %,build/results/%.txt,$(shell sed -n 's/.*\\lgoutput{\(bench-[0-9a-z-]*\)\.txt}.*/\1/p' $(1))))
 
-build/pdf/book.pdf: build/tex/book-body.tex $(DOCS) $(RESULTS) $(FIGSTAMPS) $(BOOK_FIGS) $(call bench_quoted,$(NW)) \
+# The book and its companion, typeset together (tools/texpair): each reads the other's
+# labels, so that a chunk reference into the other volume prints its page (the
+# companion's are P1, P2, ...).
+build/pdf/book.pdf build/pdf/programs.pdf &: build/tex/book-body.tex build/tex/programs-body.tex $(DOCS) $(RESULTS) \
+                    $(FIGSTAMPS) $(BOOK_FIGS) $(call bench_quoted,$(NW)) \
                     build/results/crosscheck.txt build/results/all-values.tex $(PREAMBLE_FMT) \
-                    $(SOL_ALL) tools/bookcheck tools/texpdf tools/numcheck
+                    $(SOL_ALL) $(SOL_VERDICTS) build/results/solution-outcomes.tex \
+                    tools/bookcheck tools/texpdf tools/texpair tools/texlabels tools/numcheck
 	mkdir -p $(@D)
 	tools/numcheck $(NW) $(APPENDIX) $(SOLUTIONS)
 	printf '\\input{book-master}\n' > build/tex/book.tex
-	cd build/tex && $(TEXENV) ../../tools/texpdf $(TEXPDF_FMT) book book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
-	  > book.texpdf.log 2>&1 || { tail -n 40 book.log; tail -n 3 book.texpdf.log; exit 1; }
+	printf '\\input{programs-master}\n' > build/tex/programs.tex
+	cd build/tex && $(TEXENV) ../../tools/texpair $(TEXPDF_FMT) book programs book-body.tex $(addprefix ../../,$(BOOK_TEX)) \
+	  > book.texpdf.log 2>&1 || { tail -n 40 book.log; tail -n 40 programs.log; tail -n 3 book.texpdf.log; exit 1; }
 	tools/bookcheck build/tex/book.pdf build/tex/book.log $(NW) $(APPENDIX) $(SOLUTIONS)
-	cp build/tex/book.pdf $@
+	tools/bookcheck build/tex/programs.pdf build/tex/programs.log $(NW) $(APPENDIX) $(SOLUTIONS)
+	cp build/tex/book.pdf build/pdf/book.pdf
+	cp build/tex/programs.pdf build/pdf/programs.pdf
 
 $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-body.tex $(DOCS) build/results/stage-%.txt \
                        build/results/stage-%-tests.tex build/results/stage-%-adds.tex \
@@ -487,6 +498,18 @@ build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/res
 	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
 	mkdir -p $(@D)
 	cp solutions/results/$*.txt $@
+# Under a solution in the book, the verdict: what make check-solutions saw without the
+# failing tests' messages (lines indented by six spaces, and the teardown notes of a
+# test that had already failed); the companion prints the whole outcome.
+SOL_VERDICTS := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p)))-verdict.txt)
+build/results/solution-%-verdict.txt: build/results/solution-%-result.txt
+	awk '/^      / { next } / crashed in its setup or teardown$$/ { next } { print }' $< > $@
+build/results/solution-outcomes.tex: $(SOL_PATCHES)
+	mkdir -p $(@D)
+	for p in $(basename $(notdir $(SOL_PATCHES))); do \
+	  n=$${p%%-*}; k=$${p#*-}; case $$n in [0-9]*) n=$$((10#$$n));; esac; \
+	  printf '\\lgsoloutcome{%s}{%s.%s}\n' "$$p" "$$n" "$$k"; done > $@
+
 # The program runs the solutions quote: one rule each, generated from their declarations.
 build/solutions.mk: $(SOLUTIONS) tools/solution-runs
 	mkdir -p $(@D)
@@ -499,7 +522,7 @@ build/results/solutions-values.tex: $(SOLUTIONS) $(SOL_ALL) tools/lgvalues
 build/tex/solutions-body.tex: $(SOLUTIONS) $(WEAVE_TOOLS)
 	mkdir -p $(@D)
 	$(WEAVE) $(SOLUTIONS) > $@
-build/pdf/solutions.pdf: build/tex/solutions-body.tex $(SOL_ALL) build/results/solutions-values.tex \
+build/pdf/solutions.pdf: build/tex/solutions-body.tex $(SOL_ALL) $(SOL_VERDICTS) build/results/solutions-values.tex \
                          docs/solutions-master.tex docs/preamble.tex $(PREAMBLE_FMT) tools/texpdf tools/bookcheck
 	mkdir -p $(@D)
 	tools/numcheck $(SOLUTIONS)
