@@ -337,6 +337,7 @@ lint: | deps
 	@tools/nwcheck roots $(NW) $(APPENDIX)
 	@tools/chunkstats --check $(NW) $(APPENDIX)
 	@tools/check-exercises $(NW) $(APPENDIX)
+	@tools/check-glossary docs/glossary.tex $(NW)
 	@tools/readme-commands lint README.md .ci/run
 	@for n in $(STAGES); do \
 	  tools/nwcheck roots $$(printf '%s\n' $(NW) | awk -v n=$$n '{ split($$0, p, "_"); if (p[2] + 0 <= n + 0) print }'); \
