@@ -50,7 +50,8 @@ SHELL := /bin/bash
 MAKEFLAGS += --no-builtin-rules
 # What make prints: one short line per step, as "  CC      stage_07/model.o" (tools/cc-once
 # prints a compile, not an object copied from its cache), with the step's place among
-# its kind where the total is known ("(7/14)"). make V=1 prints every command in full
+# its kind where the total is known ("(7/14)"); a step of a second or two that a longer
+# one follows (a chapter's weave before its PDF, a solution's run) prints no line. make V=1 prints every command in full
 # instead. A command that fails is printed in full either way (tools/make-shell runs the
 # recipes of a quiet make), and a step that writes a log prints the log's last lines.
 V ?= 0
@@ -476,7 +477,6 @@ build/tex/book-body.tex build/tex/programs-body.tex &: $(NW) $(APPENDIX) $(SOLUT
 
 STAGE_BODIES := $(foreach n,$(STAGES),build/tex/stage-$(n)-body.tex)
 $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) $(WEAVE_TOOLS)
-	$(call step,WEAVE,stage $*)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(WEAVE) $< > $@
 
