@@ -444,7 +444,7 @@ Test(stage07, a_bias_is_a_zero_vector_of_its_own_or_nothing)
 
 /* ---- the forward ----------------------------------------------------------------- */
 
-/* The seed's run: input (2, 3) -> output (2, 2); planned 40 + 8 + 28 = 76; exactly 76 on
+/* The chapter's run: input (2, 3) -> output (2, 2); planned 40 + 8 + 28 = 76; exactly 76 on
  * the graph tape, by the hook, and walked back from the output. */
 Test(stage07, forward_of_the_seed_mlp_plans_and_builds_exactly_76_nodes)
 {
@@ -1135,7 +1135,7 @@ Test(stage07, every_allocation_failure_of_a_forward_leaves_nothing)
 
 /* ---- the program --------------------------------------------------------------------- */
 
-Test(stage07, program_prints_the_seeds_observations)
+Test(stage07, program_prints_the_chapters_observations)
 {
     static ProgramRun run;
     run_program(&run, "stage-07", "");
