@@ -561,7 +561,7 @@ Test(stage14, a_sum_of_negative_zeros_stays_negative_on_every_path)
 /* Every path trains both models on iris and digits to the tape's bits, the widest
  * included (the tests above run it too), and the portable one that every processor has;
  * a name that is no path here changes nothing. */
-Test(stage14, every_path_trains_both_models_to_the_tapes_bits, .timeout = 300)
+Test(stage14, every_path_trains_both_models_to_the_tapes_bits)
 {
     cr_assert_eq(kernel_use_path("no-such-path"), -1);
     cr_assert_not_null(kernel_path_available(0));
@@ -598,7 +598,7 @@ static void train_dense_on(const char *path, int res, double *losses, double *pa
     pair_close(&p);
 }
 
-Test(stage14, the_widest_path_and_the_portable_one_agree_bit_for_bit, .timeout = 120)
+Test(stage14, the_widest_path_and_the_portable_one_agree_bit_for_bit)
 {
     enum { STEPS = 88, PARAMS_MAX = 8192 };
     static double la[STEPS], lb[STEPS], pa[PARAMS_MAX], pb[PARAMS_MAX];
@@ -638,7 +638,7 @@ Test(stage14, the_default_run_prints_every_comparison_bit_identical)
 
 /* LITGRAD_KERNELS=portable forces the portable path, and the default run prints the same
  * numbers on it as on the widest path. */
-Test(stage14, the_default_run_prints_the_same_on_the_portable_path, .timeout = 120)
+Test(stage14, the_default_run_prints_the_same_on_the_portable_path)
 {
     static ProgramRun widest, portable;
     run_program_stdout(&widest, "stage-14", "");
