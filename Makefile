@@ -422,6 +422,9 @@ $(FIGSTAMPS): build/fig/stage_%/.done: $(B)/bin/stage-% $(T)/stage_%/.changed
 	  else echo "figure $$f of stage $*: neither $$f.gp nor $$f.dot was made" >&2; exit 1; fi; \
 	done
 	$(Q)touch $@
+# Stage 14's roofline (fig-14-roofline.gp) reads the roofs and the kernels' points from the
+# benchmark's captured output, so that the figure shows the run the chapter prints.
+build/fig/stage_14/.done: build/results/bench-14.txt
 
 # The book's own drawings (the map of the stages in the preface): docs/figures/*.dot, drawn
 # like a stage's graphviz figure, with the .dot beside the PDF for tools/bookcheck.

@@ -471,14 +471,18 @@ Test(stage14, the_wide_task_is_refused_by_the_tape_and_trained_by_the_kernels)
 
 /* ---- the kernels alone ------------------------------------------------------------------ */
 
-/* A Linear of 3 rows, 9 inputs, 10 outputs on a tape and through the kernels: the same
- * outputs and, for an upstream gradient, the same input and weight gradients. */
-Test(stage14, the_linear_kernels_equal_a_tape_linear_with_remainders)
+/* A Linear of T rows, IN inputs, OUT outputs on a tape and through the kernels of the path
+ * in use: the same outputs and, for an upstream gradient, the same input and weight
+ * gradients, bit for bit. */
+static void expect_linear_equals_tape(size_t T, size_t IN, size_t OUT)
 {
-    enum { T = 3, IN = 9, OUT = 10 };
     LgError err = LG_ERROR_INIT;
-    double x[T * IN], w[OUT * IN], b[OUT], gy[T * OUT], y[T * OUT], wt[IN * OUT];
-    double gx[T * IN] = {0}, gw[OUT * IN] = {0}, gb[OUT] = {0};
+    double *x = calloc(T * IN, sizeof *x), *w = calloc(OUT * IN, sizeof *w);
+    double *b = calloc(OUT, sizeof *b), *gy = calloc(T * OUT, sizeof *gy);
+    double *y = calloc(T * OUT, sizeof *y), *wt = calloc(IN * OUT, sizeof *wt);
+    double *gx = calloc(T * IN, sizeof *gx), *gw = calloc(OUT * IN, sizeof *gw);
+    double *gb = calloc(OUT, sizeof *gb);
+    cr_assert(x && w && b && gy && y && wt && gx && gw && gb);
     for (size_t k = 0; k < T * IN; k++)
         x[k] = sin(1.0 + (double)k);
     for (size_t k = 0; k < OUT * IN; k++)
@@ -487,7 +491,7 @@ Test(stage14, the_linear_kernels_equal_a_tape_linear_with_remainders)
         b[k] = 0.1 * (double)k - 0.3;
     for (size_t k = 0; k < T * OUT; k++)
         gy[k] = sin(0.7 * (double)k) + 0.25;
-    Tape *tape = lg_new_tape(2000);
+    Tape *tape = lg_new_tape(8 * T * IN * OUT + 4 * (T + OUT) * (IN + 1) + 100);
     Matrix *mx = matrix_new_leaves(tape, (Shape){T, IN}, x, "x", &err);
     Matrix *mw = matrix_new_leaves(tape, (Shape){OUT, IN}, w, "w", &err);
     Vector *vb = vector_new_leaves(tape, OUT, b, "b", &err);
@@ -515,6 +519,100 @@ Test(stage14, the_linear_kernels_equal_a_tape_linear_with_remainders)
     matrix_free(&mw);
     vector_free(&vb);
     tape_free(&tape);
+    free(x), free(w), free(b), free(gy), free(y), free(wt), free(gx), free(gw), free(gb);
+}
+
+/* A Linear of 3 rows, 9 inputs, 10 outputs, on the path the program takes. */
+Test(stage14, the_linear_kernels_equal_a_tape_linear_with_remainders)
+{
+    expect_linear_equals_tape(3, 9, 10);
+}
+
+/* Every path this processor has, on shapes that leave remainders everywhere: rows past
+ * the last whole tile, columns past the last whole block of eight, more outputs than rows
+ * and fewer, and a weight gradient whose terms lie far apart (copied together first). */
+Test(stage14, the_linear_kernels_equal_a_tape_linear_on_every_path_and_shape)
+{
+    static const size_t shapes[][3] = {{3, 9, 10}, {19, 21, 27}, {9, 70, 3},
+                                       {17, 5, 40}, {5, 9, 40}, {1, 1, 1}};
+    for (size_t p = 0; kernel_path_available(p) != NULL; p++) {
+        cr_assert_eq(kernel_use_path(kernel_path_available(p)), 0);
+        for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+            expect_linear_equals_tape(shapes[k][0], shapes[k][1], shapes[k][2]);
+    }
+}
+
+/* A sum whose every product is -0 is -0 on the tape (it starts at its first product),
+ * and on every path (its lanes start at -0, not at +0). */
+Test(stage14, a_sum_of_negative_zeros_stays_negative_on_every_path)
+{
+    const double x[2 * 3] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    double w[9 * 3], wt[9 * 3], y[2 * 9];
+    for (size_t k = 0; k < 9 * 3; k++)
+        w[k] = -1.0;
+    for (size_t p = 0; kernel_path_available(p) != NULL; p++) {
+        cr_assert_eq(kernel_use_path(kernel_path_available(p)), 0);
+        kernel_linear_forward(2, 3, 9, x, w, NULL, wt, y);
+        for (size_t k = 0; k < 2 * 9; k++)
+            cr_assert(same_bits(y[k], -0.0), "%s: y[%zu] = %a", kernel_path_name(), k, y[k]);
+    }
+}
+
+/* Every path trains both models on iris and digits to the tape's bits, the widest
+ * included (the tests above run it too), and the portable one that every processor has;
+ * a name that is no path here changes nothing. */
+Test(stage14, every_path_trains_both_models_to_the_tapes_bits)
+{
+    cr_assert_eq(kernel_use_path("no-such-path"), -1);
+    cr_assert_not_null(kernel_path_available(0));
+    for (size_t p = 0; kernel_path_available(p) != NULL; p++) {
+        cr_assert_eq(kernel_use_path(kernel_path_available(p)), 0);
+        cr_assert_str_eq(kernel_path_name(), kernel_path_available(p));
+        for (int res = 0; res <= 1; res++) {
+            expect_identical_training(&DATASET_IRIS, res, 16, &IRIS_CONFIG, 280);
+            expect_identical_training(&DATASET_DIGITS, res, 32, &DIGITS_CONFIG, 60);
+        }
+    }
+    cr_assert_eq(kernel_use_path("portable"), 0);
+    cr_assert_null(kernel_path_available(3)); /* three paths at most */
+}
+
+/* The widest path and the portable one, side by side: every loss and every parameter of
+ * 88 digits steps (two epochs), bit for bit. */
+static void train_dense_on(const char *path, int res, double *losses, double *params,
+                           size_t steps, size_t *count)
+{
+    Pair p;
+    LgError err = LG_ERROR_INIT;
+    cr_assert_eq(kernel_use_path(path), 0, "%s", path);
+    pair_open(&p, &DATASET_DIGITS, res, 32, &DIGITS_CONFIG);
+    for (size_t k = 0; k < steps; k++) {
+        TrainStepReport r;
+        cr_assert_eq(dense_trainer_step(p.dense, &r, &err), LG_OK, "%s", err.message);
+        losses[k] = r.loss;
+    }
+    cr_assert_eq(dense_trainer_store(p.dense, &err), LG_OK, "%s", err.message);
+    *count = model_parameter_count(p.dense_model);
+    for (size_t k = 0; k < *count; k++)
+        params[k] = p.dense_model->seal.addresses[k]->data;
+    pair_close(&p);
+}
+
+Test(stage14, the_widest_path_and_the_portable_one_agree_bit_for_bit)
+{
+    enum { STEPS = 88, PARAMS_MAX = 8192 };
+    static double la[STEPS], lb[STEPS], pa[PARAMS_MAX], pb[PARAMS_MAX];
+    for (int res = 0; res <= 1; res++) {
+        size_t na = 0, nb = 0;
+        train_dense_on(kernel_path_available(0), res, la, pa, STEPS, &na);
+        train_dense_on("portable", res, lb, pb, STEPS, &nb);
+        cr_assert_eq(na, nb);
+        cr_assert_leq(na, PARAMS_MAX);
+        for (size_t k = 0; k < STEPS; k++)
+            cr_assert(same_bits(la[k], lb[k]), "loss %zu: %a, %a", k, la[k], lb[k]);
+        for (size_t k = 0; k < na; k++)
+            cr_assert(same_bits(pa[k], pb[k]), "parameter %zu: %a, %a", k, pa[k], pb[k]);
+    }
 }
 
 /* ---- the program ------------------------------------------------------------------------- */
@@ -536,4 +634,18 @@ Test(stage14, the_default_run_prints_every_comparison_bit_identical)
     cr_assert_not_null(strstr(run.output, "  the tape: step node budget exceeded: need "
                               "19661504, limit 16777216"));
     lg_expect_short_lines(run.output);
+}
+
+/* LITGRAD_KERNELS=portable forces the portable path, and the default run prints the same
+ * numbers on it as on the widest path. */
+Test(stage14, the_default_run_prints_the_same_on_the_portable_path)
+{
+    static ProgramRun widest, portable;
+    run_program_stdout(&widest, "stage-14", "");
+    portable.status = lg_exec("LITGRAD_KERNELS=portable", "stage-14", "", 0,
+                              LG_ERR_DISCARDED, portable.output, sizeof portable.output,
+                              NULL, 0);
+    cr_assert_eq(widest.status, 0, "%s", widest.output);
+    cr_assert_eq(portable.status, 0, "%s", portable.output);
+    cr_assert_str_eq(widest.output, portable.output);
 }
