@@ -547,11 +547,11 @@ $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-bo
 build/results/solution-%.patch: solutions/%.patch
 	$(Q)mkdir -p $(@D)
 	$(Q)sed -n '/^diff --git /,$$p' $< > $@
-build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt)
+build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
 	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
 	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
 	$(Q)mkdir -p $(@D)
-	$(Q)cp solutions/results/$*.txt $@
+	$(Q)tools/solution-outcome solutions/results/$*.txt > $@
 # Under a solution in the book, the verdict: what make check-solutions saw without the
 # failing tests' messages (lines indented by six spaces, and the teardown notes of a
 # test that had already failed); the companion prints the whole outcome.
