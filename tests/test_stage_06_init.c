@@ -474,7 +474,7 @@ Test(stage06, program_shows_the_contract_and_the_experiments)
     cr_assert(strstr(run.output, "initializer calls for the four orders: 48"));
     cr_assert(strstr(run.output, "standard  linear  0.015625 "), "%s", run.output);
     cr_assert(strstr(run.output, "He        relu    0.03125 "), "%s", run.output);
-    cr_assert(strstr(run.output, "a run with another generator saw 0.016176814002937006 (z = +1.60) and "
+    cr_assert(strstr(run.output, "a second generator saw 0.016176814002937006 (z = +1.60) and "
                                  "0.031363356828254293 (z = +0.16)"), "%s", run.output);
     cr_assert(strstr(run.output, "initializer calls: 12288 (3 weights of 4096 values)"));
     cr_assert(strstr(run.output, "    512  0.00195312"), "%s", run.output);
@@ -491,7 +491,7 @@ Test(stage06, program_output_is_bit_identical_across_runs)
     cr_assert_str_eq(first.output, second.output, "two runs, one seed: the same digits");
     cr_assert_str_neq(first.output, other.output);
     cr_assert(strstr(first.output, "C_in = 8, 64 samples = a (8, 8) weight, seed 12345"));
-    cr_assert_null(strstr(first.output, "a run with another generator"), "only for the seed's sizes");
+    cr_assert_null(strstr(first.output, "a second generator"), "only for the seed's sizes");
 }
 
 Test(stage06, program_conventions_for_help_usage_and_rules)
