@@ -225,6 +225,50 @@ Test(stage12, stage_11_scheduling_alone_would_also_move_the_clone)
     ir_program_free(&program);
 }
 
+/* The state in the first call, watched as the loop begins and after each run of cond:
+ * mul_(0.8) made it 0.8, and each of cond's three runs halves it: 0.4, 0.2, 0.1. The
+ * program prints the same trace, and the chapter quotes it from the program's output. */
+typedef struct Trace {
+    size_t count;
+    uint32_t bits[8];
+} Trace;
+
+static void record_captured(const IrInstr *loop, Tensor *const *inputs, size_t n,
+                            void *context)
+{
+    Trace *trace = context;
+    cr_assert_lt(loop->nresults, n, "the loop captures the state");
+    cr_assert_lt(trace->count, 8);
+    trace->bits[trace->count++] = bits0(inputs[loop->nresults]);
+}
+
+Test(stage12, the_state_halves_at_every_run_of_cond)
+{
+    IrProgram *program = parse_ok(seed_text);
+    LgError err = LG_ERROR_INIT;
+    Tensor *state = tensor_full(&F32, 1.0, &err);
+    IrResults r = {0, {NULL}};
+    Trace trace = {0, {0}};
+    interp_loop_watch(record_captured, &trace);
+    LgStatus status = interp_call(program, 0, &state, 1, &r, &err);
+    interp_loop_watch(NULL, NULL);
+    cr_assert_eq(status, LG_OK, "%s", err.message);
+    const uint32_t want[] = {0x3f4ccccd, 0x3ecccccd, 0x3e4ccccd, 0x3dcccccd};
+    cr_assert_eq(trace.count, 4, "the loop begins, then cond runs three times");
+    for (size_t k = 0; k < 4; k++)
+        cr_assert_eq(trace.bits[k], want[k], "step %zu: 0x%08x, want 0x%08x", k,
+                     trace.bits[k], want[k]);
+    interp_results_free(&r);
+    tensor_free(&state);
+    ir_program_free(&program);
+    ProgramRun run;
+    run_program_stdout(&run, "stage-12", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "The state in the first eager call, as the loop begins and "
+                                 "after each cond:\n  0x3f4ccccd 0.8 -> 0x3ecccccd 0.4 -> "
+                                 "0x3e4ccccd 0.2 -> 0x3dcccccd 0.1\n"), "%s", run.output);
+}
+
 /* False at the first check, as a tensor or as the constant false (issue 195970): cond
  * runs once, body never; 0.4, 0.16, 0.064. */
 Test(stage12, a_cond_false_at_once_still_runs_once)
