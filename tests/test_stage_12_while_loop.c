@@ -1,5 +1,5 @@
 /* Stage 12: while_loop in the IR, its rules, the mutation analysis (union and body-only),
- * eager and compiled execution, and the seed's numbers bit for bit. */
+ * eager and compiled execution, and the chapter's numbers bit for bit. */
 #include "litgrad_test.h"
 
 #include <dirent.h>
@@ -22,7 +22,7 @@ LG_SUITE(stage12);
 
 static const TensorType F32 = {TENSOR_FLOAT32, 0, {0}};
 
-/* The seed's f, with cond's decision as a parameter of the text. */
+/* Chapter 12's f, with cond's decision as a parameter of the text. */
 #define SEED_F                                                                                \
     "def f(%state: f32[]) {\n  mul_(%state, 0.8)\n  %i0 = full([], 0, i64)\n"                \
     "  %acc0 = zeros_like(%state)\n"                                                          \
@@ -88,7 +88,7 @@ static uint32_t bits0(const Tensor *t)
     return tensor_f32_bits(tensor_get(t, 0).f32);
 }
 
-/* One call of the seed's f (eager when c is NULL); check its four numbers and counts. */
+/* One call of Chapter 12's f (eager when c is NULL); check its four numbers and counts. */
 static void call_seed(const IrProgram *program, const CompiledProgram *c, Tensor *state,
                       uint32_t acc, uint32_t clone, uint32_t after, size_t conds, size_t bodies)
 {
@@ -139,7 +139,7 @@ Test(stage12, the_seed_compiled_with_the_union_equals_eager)
     ir_program_free(&program);
 }
 
-/* The seed's bug: call 1 returns the right acc and clone and leaves 0.8; call 2 returns
+/* The bug of PyTorch issue 195327: call 1 returns the right acc and clone and leaves 0.8; call 2 returns
  * acc 0.48; the caller's state is the pre-loop value 0.8, 0.64, 0.512. */
 Test(stage12, the_body_only_analysis_reproduces_issue_195327)
 {
@@ -225,8 +225,53 @@ Test(stage12, stage_11_scheduling_alone_would_also_move_the_clone)
     ir_program_free(&program);
 }
 
-/* False at the first check, as a tensor or as the constant false (issue 195970): cond
- * runs once, body never; 0.4, 0.16, 0.064. */
+/* The state in the first call, watched as the loop begins and after each run of cond:
+ * mul_(0.8) made it 0.8, and each of cond's three runs halves it: 0.4, 0.2, 0.1. The
+ * program prints the same trace, and the chapter quotes it from the program's output. */
+typedef struct Trace {
+    size_t count;
+    uint32_t bits[8];
+} Trace;
+
+static void record_captured(const IrInstr *loop, Tensor *const *inputs, size_t n,
+                            void *context)
+{
+    Trace *trace = context;
+    cr_assert_lt(loop->nresults, n, "the loop captures the state");
+    cr_assert_lt(trace->count, 8);
+    trace->bits[trace->count++] = bits0(inputs[loop->nresults]);
+}
+
+Test(stage12, the_state_halves_at_every_run_of_cond)
+{
+    IrProgram *program = parse_ok(seed_text);
+    LgError err = LG_ERROR_INIT;
+    Tensor *state = tensor_full(&F32, 1.0, &err);
+    IrResults r = {0, {NULL}};
+    Trace trace = {0, {0}};
+    interp_loop_watch(record_captured, &trace);
+    LgStatus status = interp_call(program, 0, &state, 1, &r, &err);
+    interp_loop_watch(NULL, NULL);
+    cr_assert_eq(status, LG_OK, "%s", err.message);
+    const uint32_t want[] = {0x3f4ccccd, 0x3ecccccd, 0x3e4ccccd, 0x3dcccccd};
+    cr_assert_eq(trace.count, 4, "the loop begins, then cond runs three times");
+    for (size_t k = 0; k < 4; k++)
+        cr_assert_eq(trace.bits[k], want[k], "step %zu: 0x%08x, want 0x%08x", k,
+                     trace.bits[k], want[k]);
+    interp_results_free(&r);
+    tensor_free(&state);
+    ir_program_free(&program);
+    ProgramRun run;
+    run_program_stdout(&run, "stage-12", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert(strstr(run.output, "The state in the first eager call, as the loop begins and "
+                                 "after each cond:\n  0x3f4ccccd 0.8 -> 0x3ecccccd 0.4 -> "
+                                 "0x3e4ccccd 0.2 -> 0x3dcccccd 0.1\n"), "%s", run.output);
+}
+
+/* False at the first check, as a tensor (the case that PyTorch PR 195393 tests) or as the
+ * constant false (the case of PyTorch issue 195970, still open, where Dynamo drops cond's
+ * mutation): cond runs once, body never; 0.4, 0.16, 0.064. */
 Test(stage12, a_cond_false_at_once_still_runs_once)
 {
     const char *texts[] = {false_tensor_text, constant_false_text};
@@ -791,7 +836,7 @@ Test(stage12, allocation_failures_leave_nothing_behind)
     }
 }
 
-/* The program: the seed's story, options, and every example MATCHes by default. */
+/* The program: the story of f, options, and every example MATCHes by default. */
 Test(stage12, the_program_tells_the_story_and_checks_its_options)
 {
     ProgramRun run;
@@ -1283,7 +1328,7 @@ Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
 }
 
 /* A FIFO or a symbolic link at any of the dumps', the chart's or the schedules' names is
- * refused when the command line is read, before the seed's f is compiled: exit 2,
+ * refused when the command line is read, before f is compiled: exit 2,
  * nothing written, nothing left behind. */
 Test(stage12, a_fifo_at_a_figure_name_is_refused_before_anything)
 {
