@@ -853,9 +853,9 @@ Test(stage12, the_program_tells_the_story_and_checks_its_options)
     cr_assert(strstr(run.output, "--analysis union|body-only"), "%s", run.output);
     static const LgBadLine lines[] = {
         LG_FILE_PROGRAM_BAD_LINES,
-        {"docs/examples/while_loop/seed.lgir --input state=1 --analysis all",
+        {"docs/examples/while_loop/cond_halves.lgir --input state=1 --analysis all",
          "--analysis must be one of union|body-only: got 'all'"},
-        {"docs/examples/while_loop/seed.lgir --input state=1 --analysis union --analysis union",
+        {"docs/examples/while_loop/cond_halves.lgir --input state=1 --analysis union --analysis union",
          "option '--analysis' is given twice"},
         {"--analysis body-only", "option '--analysis' applies only with FILE"},
         {"--figure-data /tmp docs/examples/halve.lgir",
@@ -868,13 +868,13 @@ Test(stage12, the_program_tells_the_story_and_checks_its_options)
     };
     size_t n = lg_expect_usage_errors("stage-12", lines, sizeof lines / sizeof lines[0]);
     cr_assert_geq(n, 25);
-    run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 --calls 2 "
+    run_program(&run, "stage-12", "docs/examples/while_loop/cond_halves.lgir --input state=1 --calls 2 "
                                   "--analysis body-only --dump");
     cr_assert_eq(run.status, 1, "a mismatch exits 1: %s", run.output);
     cr_assert(strstr(run.output, "MISMATCH in input %state"), "%s", run.output);
     cr_assert(strstr(run.output, "-- loop mutation analysis: body-only"));
     cr_assert(strstr(run.output, "writes buf4 (new) buf5 (new)\n"), "%s", run.output);
-    run_program(&run, "stage-12", "docs/examples/while_loop/seed.lgir --input state=1 --dump");
+    run_program(&run, "stage-12", "docs/examples/while_loop/cond_halves.lgir --input state=1 --dump");
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert(strstr(run.output, "writes buf4 (new) buf5 (new) buf1 (MutationOutput)\n"),
               "%s", run.output);
