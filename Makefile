@@ -556,9 +556,8 @@ build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/res
 # failing tests' messages (lines indented by six spaces, and the teardown notes of a
 # test that had already failed); the companion prints the whole outcome.
 SOL_VERDICTS := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p)))-verdict.txt)
-build/results/solution-%-verdict.txt: build/results/solution-%-result.txt
-	$(Q)awk '/^      / { next } / crashed in its setup or teardown$$|: ended at its failed assertion, before its frees/ { next } \
-	  { print }' $< > $@
+build/results/solution-%-verdict.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
+	$(Q)tools/solution-outcome --verdict solutions/results/$*.txt > $@
 build/results/solution-outcomes.tex: $(SOL_PATCHES)
 	$(Q)mkdir -p $(@D)
 	$(Q)for p in $(basename $(notdir $(SOL_PATCHES))); do \
