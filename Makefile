@@ -17,7 +17,8 @@
 #                         make test does this too where Chromium is installed
 #   make stages | pdf | lint | bench | clean
 #   make program-share    the programs' share of the last stage's tangled lines
-#   make chunkstats       the main line's share of code in step-named chunks, long chunks
+#   make chunkstats       the main line's share of code in step-named chunks, long chunks;
+#                         the tangled C's figures (indentation, include graph, globals, names)
 #   make bookstats        how the woven book reads: pages by part, mostly-code pages, index
 #   make crosscheck       install PyTorch (tools/install-deps crosscheck; make installs it too) and
 #                         compare litgrad with it: Appendix A's table, also in the book
@@ -333,8 +334,9 @@ test-bins: $(foreach n,$(TEST_STAGES),$(B)/test/stage-$(n))
 run-stage: $(B)/bin/stage-$(NN)
 	@$(B)/bin/stage-$(NN) $(ARGS)
 
-lint: | deps
+lint: $(TANGLED) | deps
 	@tools/nwcheck lint $(NW) $(APPENDIX)
+	@tools/codestats --check $(T)
 	@tools/nwcheck roots $(NW) $(APPENDIX)
 	@tools/chunkstats --check $(NW) $(APPENDIX)
 	@tools/check-exercises $(NW) $(APPENDIX)
@@ -354,9 +356,12 @@ bookstats: build/pdf/book.pdf build/pdf/programs.pdf
 	@tools/bookstats build/pdf/book.pdf build/pdf/programs.pdf
 
 # Does the main line read as steps? The share of its code lines in chunks named as steps
-# (not after a file or module) and its chunks over 40 lines (tools/chunkstats).
-chunkstats:
+# (not after a file or module) and its chunks over 40 lines (tools/chunkstats). Does the
+# tangled C of the last stage read as C? Its indentation, its #line directives, the
+# include graph of its modules, its globals and names (tools/codestats; LIST=1 names each).
+chunkstats: $(TANGLED)
 	@tools/chunkstats $(NW) $(APPENDIX)
+	@tools/codestats $(if $(LIST),--list) $(T)
 
 # ---- the book ------------------------------------------------------------------------
 RESULT_TXT := $(foreach n,$(STAGES),build/results/stage-$(n).txt)
