@@ -11,11 +11,15 @@
 // code); an image that does not load; at 375 px, a page wider than the window, apart from
 // the boxes that scroll sideways on purpose (code, captured outputs, wide tables); a page
 // file larger than PAGE_LIMIT bytes; at 375 px, a code box that scrolls sideways although its
-// lines keep the book's width rule (94 columns, docs/writing-a-stage.md). The first
-// screen of each chapter, appendix, the preface and the index page is saved at both widths
-// in the shots directory. The last line is "html: P passed, F failed"; exit status 1 if
-// anything failed.
+// lines keep the book's width rule (94 columns, docs/writing-a-stage.md). Then
+// axe-core (npm's @axe-core/playwright, pinned in package-lock.json) reads every page at
+// both widths in the light and the dark colour scheme (prefers-color-scheme): a page fails
+// on a serious or critical violation; the others are reported, counted by impact. The
+// first screen of each chapter, appendix, the preface and the index page is saved at both
+// widths in both schemes in the shots directory. The last line is "html: P passed, F
+// failed"; exit status 1 if anything failed.
 import { chromium } from 'playwright-core';
+import { AxeBuilder } from '@axe-core/playwright';
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL, fileURLToPath } from 'node:url';
@@ -62,11 +66,16 @@ const browser = await chromium.launch({
 const ids = new Map();     // page file -> Set of ids
 const links = [];          // [from page, href]
 
-for (const width of [1280, 375]) {
+const axeCount = { critical: 0, serious: 0, moderate: 0, minor: 0 };
+const axeRules = new Map(); // "impact rule" -> { nodes, pages: Set }
+const started = Date.now();
+
+for (const [width, scheme] of [[1280, 'light'], [375, 'light'], [1280, 'dark'], [375, 'dark']]) {
   const context = await browser.newContext({
     viewport: { width, height: width === 375 ? 812 : 800 },
     offline: true,
     javaScriptEnabled: true,
+    colorScheme: scheme,
   });
   for (const file of pages) {
     const page = await context.newPage();
@@ -82,7 +91,30 @@ for (const width of [1280, 375]) {
     });
     const url = pathToFileURL(path.join(dir, file)).href;
     await page.goto(url, { waitUntil: 'load' });
-    const where = `${file} at ${width} px`;
+    const where = `${file} at ${width} px` + (scheme === 'dark' ? ' (dark)' : '');
+    // axe-core: every rule of WCAG 2.x A and AA and its best practices
+    const axe = await new AxeBuilder({ page }).options({ preload: false }).analyze();
+    const grave = [];
+    for (const v of axe.violations) {
+      const impact = v.impact || 'minor';
+      axeCount[impact] = (axeCount[impact] || 0) + v.nodes.length;
+      const key = impact + ' ' + v.id;
+      if (!axeRules.has(key)) axeRules.set(key, { nodes: 0, pages: new Set(), help: v.help });
+      const e = axeRules.get(key);
+      e.nodes += v.nodes.length;
+      e.pages.add(file);
+      if (impact === 'serious' || impact === 'critical') {
+        grave.push(`${v.id} (${impact}, ${v.nodes.length}x: ${v.nodes.slice(0, 2).map((n) => n.target.join(' ')).join(', ')})`);
+      }
+    }
+    check(grave.length === 0, `${where}: axe-core: ${grave.join('; ')}`);
+    if (scheme === 'dark') {
+      if (shotPage(file)) {
+        await page.screenshot({ path: path.join(shots, `${file.replace(/\.html$/, '')}-${width}-dark.png`) });
+      }
+      await page.close();
+      continue;
+    }
     const r = await page.evaluate(() => {
       const out = {};
       out.ids = [...document.querySelectorAll('[id]')].map((e) => e.id);
@@ -102,7 +134,8 @@ for (const width of [1280, 375]) {
         columns: Math.max(0, ...e.textContent.split('\n').map((l) => l.length)),
         id: e.closest('[id]')?.id || '',
       }));
-      out.displays = [...document.querySelectorAll('.scroll.display')].map(scrolls);
+      // a display formula, or each part of one cut at its \qquad joins
+      out.displays = [...document.querySelectorAll('.scroll.display, .display.joins > .part')].map(scrolls);
       out.merror = document.querySelectorAll('merror').length;
       // TeX left in the prose: a control word or $...$ outside code, pre and math.
       const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -137,10 +170,12 @@ for (const width of [1280, 375]) {
           `${r.merror} merror; ${r.tex.slice(0, 5).join('; ')}`);
     if (width === 375) {
       const bad = r.code.filter((c) => c.scrolls && c.columns <= CODE_COLUMNS);
-      narrow.code += r.code.length;
-      narrow.codeScroll += r.code.filter((c) => c.scrolls).length;
-      narrow.display += r.displays.length;
-      narrow.displayScroll += r.displays.filter((d) => d).length;
+      if (scheme === 'light') {
+        narrow.code += r.code.length;
+        narrow.codeScroll += r.code.filter((c) => c.scrolls).length;
+        narrow.display += r.displays.length;
+        narrow.displayScroll += r.displays.filter((d) => d).length;
+      }
       check(bad.length === 0, `${where}: ${bad.length} code boxes scroll sideways though their lines keep ` +
             `${CODE_COLUMNS} columns: ${bad.slice(0, 5).map((c) => '#' + c.id + ' (' + c.columns + ')').join(', ')}`);
       check(r.scrollWidth <= r.viewport, `${where}: the page is ${r.scrollWidth} px wide in a ${r.viewport} px window: ${r.wide.join(', ')}`);
@@ -168,7 +203,13 @@ for (const [from, href] of links) {
   if (frag && !ids.get(target).has(frag)) bad.push(`${from}: ${href} (no anchor #${frag} in ${target})`);
 }
 check(bad.length === 0, `${bad.length} of ${links.length} links do not resolve: ${bad.slice(0, 10).join('; ')}`);
-console.log(`html: ${pages.length} pages at 1280 and 375 px, ${links.length} links, screenshots in ${shotsArg}`);
+for (const [key, e] of [...axeRules].sort((a, b) => b[1].nodes - a[1].nodes)) {
+  console.log(`axe: ${key}: ${e.nodes} elements on ${e.pages.size} pages (${e.help})`);
+}
+console.log(`axe: ${Object.entries(axeCount).map(([k, n]) => `${n} ${k}`).join(', ')} ` +
+            `(elements, all pages at 1280 and 375 px, light and dark)`);
+console.log(`html: read in ${Math.round((Date.now() - started) / 1000)} s`);
+console.log(`html: ${pages.length} pages at 1280 and 375 px, light and dark, ${links.length} links, screenshots in ${shotsArg}`);
 console.log(`html: the largest page is ${largest[0]}, ${largest[1]} bytes (limit ${PAGE_LIMIT}); at 375 px ` +
             `${narrow.codeScroll} of ${narrow.code} code boxes and ${narrow.displayScroll} of ${narrow.display} ` +
             `display formulas scroll sideways`);
