@@ -9,7 +9,9 @@
 // (external links are not followed); a formula left as TeX (a span pandoc could not turn
 // into MathML, a MathML element with nothing drawn, a TeX control word in the text outside
 // code); an image that does not load; at 375 px, a page wider than the window, apart from
-// the boxes that scroll sideways on purpose (code, captured outputs, wide tables). Then
+// the boxes that scroll sideways on purpose (code, captured outputs, wide tables); a page
+// file larger than PAGE_LIMIT bytes; at 375 px, a code box that scrolls sideways although its
+// lines keep the book's width rule (94 columns, docs/writing-a-stage.md). Then
 // axe-core (npm's @axe-core/playwright, pinned in package-lock.json) reads every page at
 // both widths in the light and the dark colour scheme (prefers-color-scheme; which rules
 // run in which reading is said at READINGS below): a page fails on a serious or critical
@@ -35,6 +37,10 @@ fs.rmSync(shots, { recursive: true, force: true });
 fs.mkdirSync(shots, { recursive: true });
 const executablePath = process.env.CHROMIUM || '/usr/bin/chromium';
 const pages = fs.readdirSync(dir).filter((f) => f.endsWith('.html')).sort();
+// A page is read on a phone: none is larger than this (the companion is one page per stage).
+const PAGE_LIMIT = 600 * 1000;
+// The book's width rule for code: 94 columns (the PDF's chunk width).
+const CODE_COLUMNS = 94;
 const shotPage = (f) => /^(index|preface|stage-\d+|appendix-[a-z]|programs)\.html$/.test(f);
 
 let passed = 0;
@@ -43,6 +49,14 @@ const check = (ok, what) => {
   if (ok) passed++;
   else { failed++; console.log('FAIL ' + what); }
 };
+
+let largest = ['', 0];
+for (const file of pages) {
+  const size = fs.statSync(path.join(dir, file)).size;
+  if (size > largest[1]) largest = [file, size];
+  check(size <= PAGE_LIMIT, `${file} is ${size} bytes, more than the limit of ${PAGE_LIMIT}`);
+}
+const narrow = { code: 0, codeScroll: 0, display: 0, displayScroll: 0 };
 
 const browser = await chromium.launch({
   executablePath,
@@ -135,6 +149,15 @@ async function readPage(context, file, width, scheme, rules) {
         return b.width === 0 || b.height === 0;
       }).length;
       out.maths = document.querySelectorAll('math').length;
+      // Code boxes that scroll sideways, and those of them whose lines keep the width rule.
+      const scrolls = (e) => e.scrollWidth > e.clientWidth + 1;
+      out.code = [...document.querySelectorAll('pre.code')].map((e) => ({
+        scrolls: scrolls(e),
+        columns: Math.max(0, ...e.textContent.split('\n').map((l) => l.length)),
+        id: e.closest('[id]')?.id || '',
+      }));
+      // a display formula, or each part of one cut at its \qquad joins
+      out.displays = [...document.querySelectorAll('.scroll.display, .display.joins > .part')].map(scrolls);
       out.merror = document.querySelectorAll('merror').length;
       // TeX left in the prose: a control word or $...$ outside code, pre and math.
       const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
@@ -168,6 +191,15 @@ async function readPage(context, file, width, scheme, rules) {
           `${where}: formulas not rendered: ${r.texSpans} TeX spans, ${r.emptyMath} of ${r.maths} MathML elements drawn empty, ` +
           `${r.merror} merror; ${r.tex.slice(0, 5).join('; ')}`);
     if (width === 375) {
+      const bad = r.code.filter((c) => c.scrolls && c.columns <= CODE_COLUMNS);
+      if (scheme === 'light') {
+        narrow.code += r.code.length;
+        narrow.codeScroll += r.code.filter((c) => c.scrolls).length;
+        narrow.display += r.displays.length;
+        narrow.displayScroll += r.displays.filter((d) => d).length;
+      }
+      check(bad.length === 0, `${where}: ${bad.length} code boxes scroll sideways though their lines keep ` +
+            `${CODE_COLUMNS} columns: ${bad.slice(0, 5).map((c) => '#' + c.id + ' (' + c.columns + ')').join(', ')}`);
       check(r.scrollWidth <= r.viewport, `${where}: the page is ${r.scrollWidth} px wide in a ${r.viewport} px window: ${r.wide.join(', ')}`);
     }
     if (shotPage(file)) {
@@ -197,5 +229,8 @@ console.log(`axe: ${Object.entries(axeCount).map(([k, n]) => `${n} ${k}`).join('
             `(elements, all pages at 1280 and 375 px, light and dark)`);
 console.log(`html: read in ${Math.round((Date.now() - started) / 1000)} s`);
 console.log(`html: ${pages.length} pages at 1280 and 375 px, light and dark, ${links.length} links, screenshots in ${shotsArg}`);
+console.log(`html: the largest page is ${largest[0]}, ${largest[1]} bytes (limit ${PAGE_LIMIT}); at 375 px ` +
+            `${narrow.codeScroll} of ${narrow.code} code boxes and ${narrow.displayScroll} of ${narrow.display} ` +
+            `display formulas scroll sideways`);
 console.log(`html: ${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
