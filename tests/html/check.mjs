@@ -13,8 +13,10 @@
 // file larger than PAGE_LIMIT bytes; at 375 px, a code box that scrolls sideways although its
 // lines keep the book's width rule (94 columns, docs/writing-a-stage.md). Then
 // axe-core (npm's @axe-core/playwright, pinned in package-lock.json) reads every page at
-// both widths in the light and the dark colour scheme (prefers-color-scheme): a page fails
-// on a serious or critical violation; the others are reported, counted by impact. The
+// both widths in the light and the dark colour scheme (prefers-color-scheme; which rules
+// run in which reading is said at READINGS below): a page fails on a serious or critical
+// violation; the others are reported, counted by impact. Two pages are read at once
+// (HTML_JOBS=N changes it). The
 // first screen of each chapter, appendix, the preface and the index page is saved at both
 // widths in both schemes in the shots directory. The last line is "html: P passed, F
 // failed"; exit status 1 if anything failed.
@@ -70,14 +72,32 @@ const axeCount = { critical: 0, serious: 0, moderate: 0, minor: 0 };
 const axeRules = new Map(); // "impact rule" -> { nodes, pages: Set }
 const started = Date.now();
 
-for (const [width, scheme] of [[1280, 'light'], [375, 'light'], [1280, 'dark'], [375, 'dark']]) {
+// READINGS: what axe-core runs in each reading. The page's markup is the same in all four; what the
+// width changes is what is shown and what scrolls, and the scheme changes only colours. So
+// every rule runs at 1280 px in the light scheme, the rules that look at layout and colour
+// at 375 px, and the rules that look at colour in the dark scheme at both widths.
+const COLOUR = ['color-contrast', 'link-in-text-block'];
+const LAYOUT = [...COLOUR, 'scrollable-region-focusable', 'target-size', 'region', 'landmark-unique'];
+const readings = [[1280, 'light', null], [375, 'light', LAYOUT], [1280, 'dark', COLOUR], [375, 'dark', COLOUR]];
+const jobs = Math.max(1, Number(process.env.HTML_JOBS || 2)); // pages read at once
+
+for (const [width, scheme, rules] of readings) {
   const context = await browser.newContext({
     viewport: { width, height: width === 375 ? 812 : 800 },
     offline: true,
     javaScriptEnabled: true,
     colorScheme: scheme,
   });
-  for (const file of pages) {
+  const queue = [...pages];
+  const worker = async () => {
+    for (let file = queue.shift(); file; file = queue.shift()) await readPage(context, file, width, scheme, rules);
+  };
+  await Promise.all(Array.from({ length: jobs }, worker));
+  await context.close();
+}
+await browser.close();
+
+async function readPage(context, file, width, scheme, rules) {
     const page = await context.newPage();
     const problems = [];
     page.on('console', (m) => { if (m.type() === 'error') problems.push('console error: ' + m.text()); });
@@ -93,7 +113,9 @@ for (const [width, scheme] of [[1280, 'light'], [375, 'light'], [1280, 'dark'], 
     await page.goto(url, { waitUntil: 'load' });
     const where = `${file} at ${width} px` + (scheme === 'dark' ? ' (dark)' : '');
     // axe-core: every rule of WCAG 2.x A and AA and its best practices
-    const axe = await new AxeBuilder({ page }).options({ preload: false }).analyze();
+    let builder = new AxeBuilder({ page }).options({ preload: false, resultTypes: ['violations'] });
+    if (rules) builder = builder.withRules(rules);
+    const axe = await builder.analyze();
     const grave = [];
     for (const v of axe.violations) {
       const impact = v.impact || 'minor';
@@ -113,7 +135,7 @@ for (const [width, scheme] of [[1280, 'light'], [375, 'light'], [1280, 'dark'], 
         await page.screenshot({ path: path.join(shots, `${file.replace(/\.html$/, '')}-${width}-dark.png`) });
       }
       await page.close();
-      continue;
+      return;
     }
     const r = await page.evaluate(() => {
       const out = {};
@@ -184,10 +206,7 @@ for (const [width, scheme] of [[1280, 'light'], [375, 'light'], [1280, 'dark'], 
       await page.screenshot({ path: path.join(shots, `${file.replace(/\.html$/, '')}-${width}.png`) });
     }
     await page.close();
-  }
-  await context.close();
 }
-await browser.close();
 
 // Every link inside the book goes to a page that exists and to an anchor on it, or to a
 // file of the book (a figure's SVG).
