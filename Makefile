@@ -612,14 +612,29 @@ $(HTML): $(NW) $(APPENDIX) $(WEAVE_TOOLS) tools/nwhtml docs/html/litgrad.css $(D
          build/results/all-values.tex $(SOLUTIONS) $(SOL_ALL)
 	$(call step,HTML,$(HTML))
 	$(Q)$(WEAVE) -backend cat $(NW) $(APPENDIX) $(SOLUTIONS) | tools/nwhtml build/html
-html: $(HTML)
+# Downloads, linked from the index page: the two volumes as PDF and each stage's tangled
+# sources (build/tangle/stage_NN: the library so far and this stage's main, stage-NN.c, not
+# the earlier stages' mains) as a tar.gz made reproducibly (names sorted, no dates or
+# owners), so a reader gets a stage's code without cloning. Made after
+# the pages (tools/nwhtml writes build/html/ afresh), hence index.html as a prerequisite.
+HTML_DL := build/html/download
+HTML_DOWNLOADS := $(foreach n,$(STAGES),$(HTML_DL)/stage-$(n).tar.gz) $(HTML_DL)/book.pdf $(HTML_DL)/programs.pdf
+$(HTML_DL)/stage-%.tar.gz: $(T)/stage_%/.tangled $(HTML)
+	@mkdir -p $(@D)
+	$(Q)cd $(T) && find stage_$* -type f ! -name '.*' ! \( -name 'stage-*.c' ! -name 'stage-$*.c' \) | LC_ALL=C sort | \
+	    tar --no-recursion --mtime=@0 --owner=0 --group=0 --numeric-owner -T - -cf - | gzip -9n > $(CURDIR)/$@.tmp
+	$(Q)mv $@.tmp $@
+$(HTML_DL)/%.pdf: build/pdf/%.pdf $(HTML)
+	@mkdir -p $(@D)
+	$(Q)cp $< $@
+html: $(HTML) $(HTML_DOWNLOADS)
 
 # The browser test: Debian's Chromium driven by playwright-core (pinned by
 # tests/html/package-lock.json, installed with npm ci; it downloads no browser).
 CHROMIUM := /usr/bin/chromium
 tests/html/node_modules/.package-lock.json: tests/html/package.json tests/html/package-lock.json
 	$(Q)cd tests/html && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
-html-check: $(HTML) tests/html/node_modules/.package-lock.json
+html-check: $(HTML) $(HTML_DOWNLOADS) tests/html/node_modules/.package-lock.json
 	$(call step,CHECK,the web edition in Chromium)
 	$(Q)CHROMIUM=$(CHROMIUM) node tests/html/check.mjs build/html build/html-shots
 
