@@ -114,6 +114,7 @@ APPENDIX := stages/appendix_a_crosscheck.nw
 SOLUTIONS := $(sort $(wildcard solutions/solutions_[0-9][0-9].nw)) $(wildcard solutions/solutions_A.nw)
 SOL_PATCHES := $(sort $(wildcard solutions/*.patch))
 SOL_SHOWN := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p))).patch \
+               build/results/solution-$(basename $(notdir $(p)))-patch.tex \
                build/results/solution-$(basename $(notdir $(p)))-result.txt)
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
 -include build/solutions.mk
@@ -549,9 +550,15 @@ $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-bo
 # solution that runs a program declares the run ("% litgrad-solution-run: NAME stage-NN
 # ARGS", run from the repository's root by tools/solution-runs' rules) and quotes its
 # captured output. See solutions/README.md.
-build/results/solution-%.patch: solutions/%.patch
+# A patch is printed for a reader (tools/solution-patch-show): one line per file, short
+# context, noweb's markup set as the book sets it; plain text for the web edition, the
+# body of a Verbatim for the PDF (-patch.tex). The patch file itself is what git applies.
+build/results/solution-%.patch: solutions/%.patch tools/solution-patch-show
 	$(Q)mkdir -p $(@D)
-	$(Q)sed -n '/^diff --git /,$$p' $< > $@
+	$(Q)tools/solution-patch-show $< > $@
+build/results/solution-%-patch.tex: solutions/%.patch tools/solution-patch-show
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/solution-patch-show --tex $< > $@
 build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
 	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
 	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
@@ -559,15 +566,18 @@ build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/res
 	$(Q)tools/solution-outcome solutions/results/$*.txt > $@
 # Under a solution in the book, the verdict: what make check-solutions saw without the
 # failing tests' messages (lines indented by six spaces, and the teardown notes of a
-# test that had already failed); the companion prints the whole outcome.
+# test that had already failed) and without the runs of the patched program, apart from
+# the lines a solution's text names (% litgrad-solution-show: NN-K REGEX, in its
+# solutions_NN.nw); the companion prints the whole outcome.
 SOL_VERDICTS := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p)))-verdict.txt)
-build/results/solution-%-verdict.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
-	$(Q)tools/solution-outcome --verdict solutions/results/$*.txt > $@
-build/results/solution-outcomes.tex: $(SOL_PATCHES)
+build/results/solution-%-verdict.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome $(SOLUTIONS)
+	$(Q)tools/solution-outcome --verdict solutions/results/$*.txt $(SOLUTIONS) > $@
+build/results/solution-outcomes.tex: $(SOL_PATCHES) $(SOLUTIONS)
 	$(Q)mkdir -p $(@D)
 	$(Q)for p in $(basename $(notdir $(SOL_PATCHES))); do \
 	  n=$${p%%-*}; k=$${p#*-}; case $$n in [0-9]*) n=$$((10#$$n));; esac; \
 	  printf '\\lgsoloutcome{%s}{%s.%s}\n' "$$p" "$$n" "$$k"; done > $@
+	$(Q)sed -n 's/^% litgrad-solution-run: *\([^ ]*\) *\(.*\)$$/\\lgsolrunout{\1}{\2}/p' $(SOLUTIONS) >> $@
 
 # The program runs the solutions quote: one rule each, generated from their declarations.
 build/solutions.mk: $(SOLUTIONS) tools/solution-runs
