@@ -629,10 +629,15 @@ $(HTML): $(NW) $(APPENDIX) $(WEAVE_TOOLS) tools/nwhtml docs/html/litgrad.css $(D
 # the pages (tools/nwhtml writes build/html/ afresh), hence index.html as a prerequisite.
 HTML_DL := build/html/download
 HTML_DOWNLOADS := $(foreach n,$(STAGES),$(HTML_DL)/stage-$(n).tar.gz) $(HTML_DL)/book.pdf $(HTML_DL)/programs.pdf
-$(HTML_DL)/stage-%.tar.gz: $(T)/stage_%/.tangled $(HTML)
+# The archive also holds the data sets (data/ of the repository, as stage_NN/data/) that the
+# programs read by default, and not the figure scripts (*.gp), which are the book's.
+HTML_DATA := $(sort $(wildcard data/*.csv data/*.csv.gz))
+$(HTML_DL)/stage-%.tar.gz: $(T)/stage_%/.tangled $(HTML) $(HTML_DATA)
 	@mkdir -p $(@D)
-	$(Q)cd $(T) && find stage_$* -type f ! -name '.*' ! \( -name 'stage-*.c' ! -name 'stage-$*.c' \) | LC_ALL=C sort | \
-	    tar --no-recursion --mtime=@0 --owner=0 --group=0 --numeric-owner -T - -cf - | gzip -9n > $(CURDIR)/$@.tmp
+	$(Q){ find $(T)/stage_$* -type f ! -name '.*' ! -name '*.gp' ! \( -name 'stage-*.c' ! -name 'stage-$*.c' \); \
+	      printf '%s\n' $(HTML_DATA); } | sed 's,^data/,$(T)/stage_$*/data/,' | LC_ALL=C sort | sed 's,^$(T)/stage_$*/data/,data/,' | \
+	    tar --no-recursion --mtime=@0 --owner=0 --group=0 --numeric-owner \
+	        --transform='s,^$(T)/,,;s,^data/,stage_$*/data/,' -T - -cf - | gzip -9n > $@.tmp
 	$(Q)mv $@.tmp $@
 $(HTML_DL)/%.pdf: build/pdf/%.pdf $(HTML)
 	@mkdir -p $(@D)
