@@ -491,10 +491,11 @@ $(STAGE_BODIES): build/tex/stage-%-body.tex: $$(wildcard stages/stage_$$*_*.nw) 
 
 # The numbers a chapter quotes with \lgv{NAME}, read from the captured outputs named on
 # its "% litgrad-value: NAME FILE REGEX" lines (tools/lgvalues). FILE is a file of
-# build/results/ or of the stage's figure directory; either way the values are read again
-# when it is made again. Appendix A's are "stage A".
+# build/results/ (an output, or stage-NN-tests.tex, the test counts) or of the stage's
+# figure directory; either way the values are read again when it is made again.
+# Appendix A's are "stage A".
 value_files = $(shell sed -n 's/^% litgrad-value: *[^ ]* *\([^ ]*\) .*/\1/p' $(1))
-value_deps = $(sort $(foreach f,$(call value_files,$(2)),$(if $(filter stage-%.txt bench-%.txt crosscheck.txt,$(f)),build/results/$(f),build/fig/stage_$(1)/.done)))
+value_deps = $(sort $(foreach f,$(call value_files,$(2)),$(if $(filter stage-%.txt stage-%-tests.tex bench-%.txt crosscheck.txt,$(f)),build/results/$(f),build/fig/stage_$(1)/.done)))
 VALUES := $(foreach n,$(STAGES),build/results/stage-$(n)-values.tex)
 $(VALUES): build/results/stage-%-values.tex: $$(wildcard stages/stage_$$*_*.nw) \
                  $$(call value_deps,$$*,$$(wildcard stages/stage_$$*_*.nw)) tools/lgvalues
