@@ -1,0 +1,164 @@
+#include "litgrad_test.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include "mprog.h"
+#include "mprogdemo.h"
+
+LG_SUITE(stage15);
+
+static const TrainConfig IRIS_CONFIG = {40, 16, 0.05, 0.9, 1, SIZE_MAX};
+
+static const MprogType F64_16x5 = {MPROG_F64, 16, 5}, F64_16x4 = {MPROG_F64, 16, 4};
+static const MprogType F64_3x16 = {MPROG_F64, 3, 16}, F64_16x3 = {MPROG_F64, 16, 3};
+static const MprogType F64_16x1 = {MPROG_F64, 16, 1}, F64_1x1 = {MPROG_F64, 1, 1};
+static const MprogType I64_16x1 = {MPROG_I64, 16, 1};
+
+/* ---- the rules ---------------------------------------------------------------------- */
+
+Test(stage15, the_products_take_their_shapes_from_the_outer_dimensions)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogType t;
+    cr_assert_eq(mprog_op_type(MPROG_MM_NT, &F64_16x5, &(MprogType){MPROG_F64, 16, 5}, NULL,
+                               &t, &err), LG_OK);
+    cr_assert(t.rows == 16 && t.cols == 16);
+    cr_assert_eq(mprog_op_type(MPROG_MM_NN, &F64_16x3, &F64_3x16, NULL, &t, &err), LG_OK);
+    cr_assert(t.rows == 16 && t.cols == 16);
+    cr_assert_eq(mprog_op_type(MPROG_MM_TN, &F64_16x3, &F64_16x5, NULL, &t, &err), LG_OK);
+    cr_assert(t.rows == 3 && t.cols == 5);
+    cr_assert_eq(mprog_op_type(MPROG_MM_NT, &F64_16x5, &F64_16x4, NULL, &t, &err),
+                 LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message, "mm_nt needs a[T, K] and b[N, K]: got f64[16, 5] and "
+                     "f64[16, 4]");
+}
+
+Test(stage15, broadcasting_takes_a_column_or_a_scalar_and_refuses_the_rest)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogType t;
+    cr_assert_eq(mprog_op_type(MPROG_SUB, &F64_16x3, &F64_16x1, NULL, &t, &err), LG_OK);
+    cr_assert(t.rows == 16 && t.cols == 3);
+    cr_assert_eq(mprog_op_type(MPROG_DIV, &F64_1x1, &F64_16x1, NULL, &t, &err), LG_OK);
+    cr_assert(t.rows == 16 && t.cols == 1);
+    cr_assert_eq(mprog_op_type(MPROG_ADD, &F64_16x3, &F64_16x5, NULL, &t, &err),
+                 LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message, "add needs equal sizes or a size 1 in each dimension: got "
+                     "f64[16, 3] and f64[16, 5]");
+    cr_assert_eq(mprog_op_type(MPROG_ADD_INPLACE, &F64_16x1, &F64_16x3, NULL, &t, &err),
+                 LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message, "add_ cannot write f64[16, 3] into f64[16, 1]: in place "
+                     "keeps the type");
+}
+
+Test(stage15, the_label_lookup_needs_i64_labels_one_per_row)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogType t;
+    cr_assert_eq(mprog_op_type(MPROG_PICK, &F64_16x3, &I64_16x1, NULL, &t, &err), LG_OK);
+    cr_assert(t.rows == 16 && t.cols == 1 && t.dtype == MPROG_F64);
+    cr_assert_eq(mprog_op_type(MPROG_PICK, &F64_16x3, &F64_16x1, NULL, &t, &err),
+                 LG_ERR_TENSOR_DTYPE);
+    cr_assert_eq(mprog_op_type(MPROG_SUB_AT_INPLACE, &F64_16x3, &I64_16x1, &F64_16x1, &t,
+                               &err), LG_ERR_TENSOR_SHAPE);
+    cr_assert_eq(mprog_op_type(MPROG_MUL, &F64_16x3, &I64_16x1, NULL, &t, &err),
+                 LG_ERR_TENSOR_DTYPE);
+    cr_assert_str_eq(err.message, "mul needs f64 operands");
+}
+
+/* ---- the costs --------------------------------------------------------------------- */
+
+Test(stage15, the_step_costs_what_stage_14s_kernels_cost_plus_the_loss_s_parts)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogProgram p;
+    const MprogMlp mlp = {16, 5, 16, 3, 0.05, 0.9, SIZE_MAX};
+    cr_assert_eq(mprog_build_mlp_step(&p, &mlp, &err), LG_OK, "%s", err.message);
+    size_t fwd = 16 * 16 * (2 * 5 - 1) + 16 * 16 + 16 * 3 * (2 * 16 - 1);
+    size_t h = mprog_find(&p, "h"), z = mprog_find(&p, "z");
+    cr_assert_neq(h, MPROG_NONE);
+    size_t sum = 0;
+    for (size_t k = 0; k < p.ninstrs && p.instr[k].result != z; k++)
+        sum += p.instr[k].operations;
+    sum += p.instr[2].operations;
+    cr_assert_eq(sum, fwd);
+}
+
+Test(stage15, a_budget_one_short_is_refused_with_the_numbers)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogProgram p;
+    MprogMlp mlp = {16, 5, 16, 3, 0.05, 0.9, SIZE_MAX};
+    cr_assert_eq(mprog_build_mlp_step(&p, &mlp, &err), LG_OK, "%s", err.message);
+    size_t need = p.operations;
+    mlp.budget = need - 1;
+    cr_assert_eq(mprog_build_mlp_step(&p, &mlp, &err), LG_ERR_BUDGET);
+    char expect[128];
+    snprintf(expect, sizeof expect, "model program operation budget exceeded: need %zu, "
+             "limit %zu", need, need - 1);
+    cr_assert_str_eq(err.message, expect);
+}
+
+Test(stage15, a_label_outside_its_row_is_refused_before_anything_runs)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogProgram p;
+    const MprogMlp mlp = {16, 5, 16, 3, 0.05, 0.9, SIZE_MAX};
+    cr_assert_eq(mprog_build_mlp_step(&p, &mlp, &err), LG_OK, "%s", err.message);
+    MprogFrame *f = mprog_frame_new(&p, &err);
+    cr_assert_not_null(f);
+    mprog_frame_i64(f, mprog_find(&p, "y"))[2] = 3;
+    cr_assert_eq(mprog_frame_check_labels(f, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "label 3 of row 2 is not a column of d: f64[16, 3]");
+    mprog_frame_free(&f);
+}
+
+/* ---- three machines ------------------------------------------------------------------ */
+
+Test(stage15, one_step_on_iris_equals_the_tape_and_the_kernels_bit_for_bit)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogdemoRun r;
+    cr_assert_eq(mprogdemo_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG, &err), LG_OK, "%s",
+                 err.message);
+    int same = 0;
+    double loss = 0;
+    cr_assert_eq(mprogdemo_step(&r, &same, &loss, &err), LG_OK, "%s", err.message);
+    cr_assert(same, "step 1 differs: program loss %a", loss);
+    cr_assert(isfinite(loss) && loss > 0.5 && loss < 2.0);
+    mprogdemo_close(&r);
+}
+
+Test(stage15, forty_epochs_on_iris_equal_the_tape_after_every_step)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogdemoRun r;
+    cr_assert_eq(mprogdemo_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG, &err), LG_OK, "%s",
+                 err.message);
+    for (size_t k = 1; k <= 280; k++) {
+        int same = 0;
+        double loss = 0;
+        cr_assert_eq(mprogdemo_step(&r, &same, &loss, &err), LG_OK, "%s", err.message);
+        cr_assert(same, "step %zu differs: program loss %a", k, loss);
+    }
+    mprogdemo_close(&r);
+}
+
+Test(stage15, odd_sizes_stay_bit_identical)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogdemoRun r;
+    TrainConfig odd = IRIS_CONFIG;
+    odd.batch = 7;
+    odd.epochs = 3;
+    cr_assert_eq(mprogdemo_open(&r, &DATASET_IRIS, 11, &odd, &err), LG_OK, "%s",
+                 err.message);
+    for (size_t k = 1; k <= 51; k++) {
+        int same = 0;
+        double loss = 0;
+        cr_assert_eq(mprogdemo_step(&r, &same, &loss, &err), LG_OK, "%s", err.message);
+        cr_assert(same, "step %zu differs: program loss %a", k, loss);
+    }
+    mprogdemo_close(&r);
+}
