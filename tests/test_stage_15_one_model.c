@@ -69,20 +69,41 @@ Test(stage15, the_label_lookup_needs_i64_labels_one_per_row)
 
 /* ---- the costs --------------------------------------------------------------------- */
 
-Test(stage15, the_step_costs_what_stage_14s_kernels_cost_plus_the_loss_s_parts)
+/* The program's instructions, grouped as Stage 14's kernels: the products, ReLU, its rule
+ * and the update cost what the kernels cost; the loss costs T (C - 1) more (the row's
+ * maximum, a plain number on the tape, is computed by comparisons here) and its gradient
+ * T - 1 less (1/T once, and one subtraction at the label where the tape's node adds
+ * 0 - 1/T). */
+Test(stage15, the_step_costs_what_stage_14s_kernels_cost_but_for_the_loss)
 {
     LgError err = LG_ERROR_INIT;
-    MprogProgram p;
-    const MprogMlp mlp = {16, 5, 16, 3, 0.05, 0.9, SIZE_MAX};
-    cr_assert_eq(mprog_build_mlp_step(&p, &mlp, &err), LG_OK, "%s", err.message);
-    size_t fwd = 16 * 16 * (2 * 5 - 1) + 16 * 16 + 16 * 3 * (2 * 16 - 1);
-    size_t h = mprog_find(&p, "h"), z = mprog_find(&p, "z");
-    cr_assert_neq(h, MPROG_NONE);
-    size_t sum = 0;
-    for (size_t k = 0; k < p.ninstrs && p.instr[k].result != z; k++)
-        sum += p.instr[k].operations;
-    sum += p.instr[2].operations;
-    cr_assert_eq(sum, fwd);
+    MprogdemoRun r;
+    cr_assert_eq(mprogdemo_open(&r, &DATASET_IRIS, 16, &IRIS_CONFIG, &err), LG_OK, "%s",
+                 err.message);
+    const size_t T = 16, C = 3;
+    size_t kernels[3] = {0, 0, 0}, program[3] = {0, 0, 0}; /* loss, its gradient, rest */
+    for (size_t k = 0; k < r.dense->plan.kernels; k++) {
+        const DenseKernel *kn = &r.dense->plan.kernel[k];
+        kernels[kn->kind == DENSE_CROSS_ENTROPY ? 0 : kn->kind == DENSE_CROSS_ENTROPY_BACK
+                ? 1 : 2] += kn->operations;
+    }
+    size_t z = mprog_find(&r.program, "z"), gz = mprog_find(&r.program, "gz");
+    int part = 2;
+    for (size_t k = 0; k < r.program.ninstrs; k++) {
+        const MprogInstr *in = &r.program.instr[k];
+        program[part] += in->operations;
+        if (in->result == z)
+            part = 0;
+        else if (in->result == mprog_find(&r.program, "loss"))
+            part = 1;
+        else if (in->op == MPROG_SUB_AT_INPLACE && in->a == gz)
+            part = 2;
+    }
+    cr_assert_eq(program[2], kernels[2]);
+    cr_assert_eq(program[0], kernels[0] + T * (C - 1));
+    cr_assert_eq(program[1], kernels[1] - (T - 1));
+    cr_assert_eq(r.program.operations, r.dense->plan.operations + T * (C - 1) - (T - 1));
+    mprogdemo_close(&r);
 }
 
 Test(stage15, a_budget_one_short_is_refused_with_the_numbers)
@@ -161,4 +182,41 @@ Test(stage15, odd_sizes_stay_bit_identical)
         cr_assert(same, "step %zu differs: program loss %a", k, loss);
     }
     mprogdemo_close(&r);
+}
+
+Test(stage15, digits_steps_equal_the_tape_bit_for_bit, .timeout = 120)
+{
+    static const TrainConfig digits = {15, 32, 0.05, 0.9, 1, SIZE_MAX};
+    LgError err = LG_ERROR_INIT;
+    MprogdemoRun r;
+    cr_assert_eq(mprogdemo_open(&r, &DATASET_DIGITS, 32, &digits, &err), LG_OK, "%s",
+                 err.message);
+    for (size_t k = 1; k <= 50; k++) {
+        int same = 0;
+        double loss = 0;
+        cr_assert_eq(mprogdemo_step(&r, &same, &loss, &err), LG_OK, "%s", err.message);
+        cr_assert(same, "step %zu differs: program loss %a", k, loss);
+    }
+    mprogdemo_close(&r);
+}
+
+Test(stage15, emit_prints_the_program_of_each_data_set)
+{
+    ProgramRun run;
+    run_program(&run, "stage-15", "--emit digits");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "# the training step of the bias-free MLP 65 -> "
+                              "32 -> 10 on digits, T = 32\n"), "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "  %h = mm_nt %x, %w1"), "%s", run.output);
+    run_program(&run, "stage-15", "--emit mnist");
+    cr_assert_eq(run.status, 2, "%s", run.output);
+}
+
+Test(stage15, the_default_run_prints_every_step_bit_identical)
+{
+    ProgramRun run;
+    run_program(&run, "stage-15", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "  280 of 280 steps bit-identical on all three "
+                              "machines\n"), "%s", run.output);
 }
