@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "mem.h"
 #include "mprog.h"
 #include "mprogdemo.h"
 
@@ -219,4 +220,21 @@ Test(stage15, the_default_run_prints_every_step_bit_identical)
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert_not_null(strstr(run.output, "  280 of 280 steps bit-identical on all three "
                               "machines\n"), "%s", run.output);
+}
+
+Test(stage15, a_frame_that_cannot_be_made_leaves_nothing)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogProgram p;
+    const MprogMlp mlp = {16, 5, 16, 3, 0.05, 0.9, SIZE_MAX};
+    cr_assert_eq(mprog_build_mlp_step(&p, &mlp, &err), LG_OK, "%s", err.message);
+    for (size_t k = 1; k <= 3; k++) {
+        size_t live = mem_live_blocks();
+        mem_fail_at(k);
+        MprogFrame *f = mprog_frame_new(&p, &err);
+        mem_fail_at(0);
+        cr_assert_null(f, "allocation %zu", k);
+        cr_assert_eq(err.status, LG_ERR_ALLOC);
+        cr_assert_eq(mem_live_blocks(), live);
+    }
 }
