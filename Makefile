@@ -17,7 +17,8 @@
 #                         make test does this too where Chromium is installed
 #   make stages | pdf | lint | bench | clean
 #   make program-share    the programs' share of the last stage's tangled lines
-#   make chunkstats       the main line's share of code in step-named chunks, long chunks
+#   make chunkstats       the main line's share of code in step-named chunks, long chunks;
+#                         the tangled C's figures (indentation, include graph, globals, names)
 #   make bookstats        how the woven book reads: pages by part, mostly-code pages, index
 #   make crosscheck       install PyTorch (tools/install-deps crosscheck; make installs it too) and
 #                         compare litgrad with it: Appendix A's table, also in the book
@@ -113,6 +114,7 @@ APPENDIX := stages/appendix_a_crosscheck.nw
 SOLUTIONS := $(sort $(wildcard solutions/solutions_[0-9][0-9].nw)) $(wildcard solutions/solutions_A.nw)
 SOL_PATCHES := $(sort $(wildcard solutions/*.patch))
 SOL_SHOWN := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p))).patch \
+               build/results/solution-$(basename $(notdir $(p)))-patch.tex \
                build/results/solution-$(basename $(notdir $(p)))-result.txt)
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
 -include build/solutions.mk
@@ -333,8 +335,9 @@ test-bins: $(foreach n,$(TEST_STAGES),$(B)/test/stage-$(n))
 run-stage: $(B)/bin/stage-$(NN)
 	@$(B)/bin/stage-$(NN) $(ARGS)
 
-lint: | deps
+lint: $(TANGLED) | deps
 	@tools/nwcheck lint $(NW) $(APPENDIX)
+	@tools/codestats --check $(T)
 	@tools/nwcheck roots $(NW) $(APPENDIX)
 	@tools/chunkstats --check $(NW) $(APPENDIX)
 	@tools/check-exercises $(NW) $(APPENDIX)
@@ -354,9 +357,12 @@ bookstats: build/pdf/book.pdf build/pdf/programs.pdf
 	@tools/bookstats build/pdf/book.pdf build/pdf/programs.pdf
 
 # Does the main line read as steps? The share of its code lines in chunks named as steps
-# (not after a file or module) and its chunks over 40 lines (tools/chunkstats).
-chunkstats:
+# (not after a file or module) and its chunks over 40 lines (tools/chunkstats). Does the
+# tangled C of the last stage read as C? Its indentation, its #line directives, the
+# include graph of its modules, its globals and names (tools/codestats; LIST=1 names each).
+chunkstats: $(TANGLED)
 	@tools/chunkstats $(NW) $(APPENDIX)
+	@tools/codestats $(if $(LIST),--list) $(T)
 
 # ---- the book ------------------------------------------------------------------------
 RESULT_TXT := $(foreach n,$(STAGES),build/results/stage-$(n).txt)
@@ -544,9 +550,15 @@ $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-bo
 # solution that runs a program declares the run ("% litgrad-solution-run: NAME stage-NN
 # ARGS", run from the repository's root by tools/solution-runs' rules) and quotes its
 # captured output. See solutions/README.md.
-build/results/solution-%.patch: solutions/%.patch
+# A patch is printed for a reader (tools/solution-patch-show): one line per file, short
+# context, noweb's markup set as the book sets it; plain text for the web edition, the
+# body of a Verbatim for the PDF (-patch.tex). The patch file itself is what git applies.
+build/results/solution-%.patch: solutions/%.patch tools/solution-patch-show
 	$(Q)mkdir -p $(@D)
-	$(Q)sed -n '/^diff --git /,$$p' $< > $@
+	$(Q)tools/solution-patch-show $< > $@
+build/results/solution-%-patch.tex: solutions/%.patch tools/solution-patch-show
+	$(Q)mkdir -p $(@D)
+	$(Q)tools/solution-patch-show --tex $< > $@
 build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
 	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
 	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
@@ -554,15 +566,18 @@ build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/res
 	$(Q)tools/solution-outcome solutions/results/$*.txt > $@
 # Under a solution in the book, the verdict: what make check-solutions saw without the
 # failing tests' messages (lines indented by six spaces, and the teardown notes of a
-# test that had already failed); the companion prints the whole outcome.
+# test that had already failed) and without the runs of the patched program, apart from
+# the lines a solution's text names (% litgrad-solution-show: NN-K REGEX, in its
+# solutions_NN.nw); the companion prints the whole outcome.
 SOL_VERDICTS := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p)))-verdict.txt)
-build/results/solution-%-verdict.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
-	$(Q)tools/solution-outcome --verdict solutions/results/$*.txt > $@
-build/results/solution-outcomes.tex: $(SOL_PATCHES)
+build/results/solution-%-verdict.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome $(SOLUTIONS)
+	$(Q)tools/solution-outcome --verdict solutions/results/$*.txt $(SOLUTIONS) > $@
+build/results/solution-outcomes.tex: $(SOL_PATCHES) $(SOLUTIONS)
 	$(Q)mkdir -p $(@D)
 	$(Q)for p in $(basename $(notdir $(SOL_PATCHES))); do \
 	  n=$${p%%-*}; k=$${p#*-}; case $$n in [0-9]*) n=$$((10#$$n));; esac; \
 	  printf '\\lgsoloutcome{%s}{%s.%s}\n' "$$p" "$$n" "$$k"; done > $@
+	$(Q)sed -n 's/^% litgrad-solution-run: *\([^ ]*\) *\(.*\)$$/\\lgsolrunout{\1}{\2}/p' $(SOLUTIONS) >> $@
 
 # The program runs the solutions quote: one rule each, generated from their declarations.
 build/solutions.mk: $(SOLUTIONS) tools/solution-runs
@@ -607,14 +622,34 @@ $(HTML): $(NW) $(APPENDIX) $(WEAVE_TOOLS) tools/nwhtml docs/html/litgrad.css $(D
          build/results/all-values.tex $(SOLUTIONS) $(SOL_ALL)
 	$(call step,HTML,$(HTML))
 	$(Q)$(WEAVE) -backend cat $(NW) $(APPENDIX) $(SOLUTIONS) | tools/nwhtml build/html
-html: $(HTML)
+# Downloads, linked from the index page: the two volumes as PDF and each stage's tangled
+# sources (build/tangle/stage_NN: the library so far and this stage's main, stage-NN.c, not
+# the earlier stages' mains) as a tar.gz made reproducibly (names sorted, no dates or
+# owners), so a reader gets a stage's code without cloning. Made after
+# the pages (tools/nwhtml writes build/html/ afresh), hence index.html as a prerequisite.
+HTML_DL := build/html/download
+HTML_DOWNLOADS := $(foreach n,$(STAGES),$(HTML_DL)/stage-$(n).tar.gz) $(HTML_DL)/book.pdf $(HTML_DL)/programs.pdf
+# The archive also holds the data sets (data/ of the repository, as stage_NN/data/) that the
+# programs read by default, and not the figure scripts (*.gp), which are the book's.
+HTML_DATA := $(sort $(wildcard data/*.csv data/*.csv.gz))
+$(HTML_DL)/stage-%.tar.gz: $(T)/stage_%/.tangled $(HTML) $(HTML_DATA)
+	@mkdir -p $(@D)
+	$(Q){ find $(T)/stage_$* -type f ! -name '.*' ! -name '*.gp' ! \( -name 'stage-*.c' ! -name 'stage-$*.c' \); \
+	      printf '%s\n' $(HTML_DATA); } | sed 's,^data/,$(T)/stage_$*/data/,' | LC_ALL=C sort | sed 's,^$(T)/stage_$*/data/,data/,' | \
+	    tar --no-recursion --mtime=@0 --owner=0 --group=0 --numeric-owner \
+	        --transform='s,^$(T)/,,;s,^data/,stage_$*/data/,' -T - -cf - | gzip -9n > $@.tmp
+	$(Q)mv $@.tmp $@
+$(HTML_DL)/%.pdf: build/pdf/%.pdf $(HTML)
+	@mkdir -p $(@D)
+	$(Q)cp $< $@
+html: $(HTML) $(HTML_DOWNLOADS)
 
 # The browser test: Debian's Chromium driven by playwright-core (pinned by
 # tests/html/package-lock.json, installed with npm ci; it downloads no browser).
 CHROMIUM := /usr/bin/chromium
 tests/html/node_modules/.package-lock.json: tests/html/package.json tests/html/package-lock.json
 	$(Q)cd tests/html && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund
-html-check: $(HTML) tests/html/node_modules/.package-lock.json
+html-check: $(HTML) $(HTML_DOWNLOADS) tests/html/node_modules/.package-lock.json
 	$(call step,CHECK,the web edition in Chromium)
 	$(Q)CHROMIUM=$(CHROMIUM) node tests/html/check.mjs build/html build/html-shots
 

@@ -58,10 +58,10 @@ Test(stage05, the_closed_form_equals_three_independent_counts_over_a_grid)
                     cr_assert_eq(planned, T * out * (2 * in - 1 + (size_t)bias));
                     cr_assert_eq(planned, linear_node_count((Shape){T, in}, (Shape){out, in},
                                                             bias), "Stage 04's count");
-                    size_t hook = value_nodes_written;
+                    size_t hook = value_nodes_written();
                     Matrix *y = cost_linear_forward(graph, x, w, b, planned, &err);
                     cr_assert_not_null(y, "%s", err.message);
-                    hook = value_nodes_written - hook;
+                    hook = value_nodes_written() - hook;
                     CostReach reach = walk(graph, y);
                     cr_assert_eq(tape_count(graph), planned, "tape: T=%zu C_in=%zu C_out=%zu "
                                  "bias=%d", T, in, out, bias);
@@ -90,12 +90,12 @@ Test(stage05, the_relu_closed_form_equals_its_counts)
             tape_reset(params);
             tape_reset(graph);
             Matrix *h = leaves(params, T, C);
-            size_t planned = 0, hook = value_nodes_written;
+            size_t planned = 0, hook = value_nodes_written();
             cr_assert_eq(cost_relu_nodes(T, C, &planned, &err), LG_OK);
             cr_assert_eq(planned, T * C);
             Matrix *r = matrix_relu(graph, h, &err);
             cr_assert_not_null(r, "%s", err.message);
-            cr_assert_eq(value_nodes_written - hook, planned);
+            cr_assert_eq(value_nodes_written() - hook, planned);
             cr_assert_eq(tape_count(graph), planned);
             cr_assert_eq(walk(graph, r).operations, planned);
             matrix_free(&r);
@@ -121,9 +121,9 @@ static Mlp run_mlp(size_t T, int bias, size_t limit, LgError *err)
     Matrix *x = leaves(params, T, 3), *w1 = leaves(params, 4, 3), *w2 = leaves(params, 2, 4);
     Vector *b1 = bias ? vector_new_leaves(params, 4, NULL, "b1", err) : NULL;
     Vector *b2 = bias ? vector_new_leaves(params, 2, NULL, "b2", err) : NULL;
-    size_t blocks = mem_live_blocks(), hook = value_nodes_written;
+    size_t blocks = mem_live_blocks(), hook = value_nodes_written();
     Matrix *y = cost_mlp_forward(graph, x, w1, b1, w2, b2, limit, &m.plan, err);
-    m.hook = value_nodes_written - hook;
+    m.hook = value_nodes_written() - hook;
     if (y != NULL) {
         cr_assert_eq(mem_live_blocks(), blocks + 2, "y and nothing else is left: h, relu(h)"
                      " are freed");
@@ -188,14 +188,14 @@ Test(stage05, the_network_forward_refuses_before_allocating_anything)
     LgError err = LG_ERROR_INIT;
     Tape *params = lg_new_tape(64), *graph = lg_new_tape(38), *short_tape = lg_new_tape(37);
     Matrix *x = leaves(params, 1, 3), *w1 = leaves(params, 4, 3), *w2 = leaves(params, 2, 4);
-    size_t blocks = mem_live_blocks(), hook = value_nodes_written;
+    size_t blocks = mem_live_blocks(), hook = value_nodes_written();
     CostMlpPlan plan = {0, 0, 0, 0};
     mem_fail_at(1);
     cr_assert_null(cost_mlp_forward(graph, x, w1, NULL, w2, NULL, 37, &plan, &err));
     mem_fail_at(0);
     cr_assert_eq(err.status, LG_ERR_BUDGET, "no allocation before the budget: %s", err.message);
     cr_assert_eq(mem_live_blocks(), blocks);
-    cr_assert_eq(value_nodes_written, hook);
+    cr_assert_eq(value_nodes_written(), hook);
     cr_assert_eq(tape_count(graph), 0);
     cr_assert(plan.fc1 == 20 && plan.relu == 4 && plan.fc2 == 14 && plan.total == 38);
     cr_assert_null(cost_mlp_forward(short_tape, x, w1, NULL, w2, NULL, 38, &plan, &err));
@@ -203,20 +203,20 @@ Test(stage05, the_network_forward_refuses_before_allocating_anything)
     cr_assert_null(cost_mlp_forward(graph, x, w1, NULL, w1, NULL, 38, &plan, &err));
     cr_assert_str_eq(err.message, "shape mismatch: x has 4 columns, W expects 3");
     cr_assert_eq(mem_live_blocks(), blocks);
-    cr_assert_eq(value_nodes_written, hook);
+    cr_assert_eq(value_nodes_written(), hook);
     size_t k = 1;
     for (;; k++) {
         mem_fail_at(k);
         Matrix *y = cost_mlp_forward(graph, x, w1, NULL, w2, NULL, 38, &plan, &err);
         mem_fail_at(0);
         if (y != NULL) {
-            cr_assert_eq(value_nodes_written - hook, 38);
+            cr_assert_eq(value_nodes_written() - hook, 38);
             matrix_free(&y);
             break;
         }
         cr_assert_eq(err.status, LG_ERR_ALLOC);
         cr_assert_eq(mem_live_blocks(), blocks, "allocation %zu", k);
-        cr_assert_eq(value_nodes_written, hook, "allocation %zu", k);
+        cr_assert_eq(value_nodes_written(), hook, "allocation %zu", k);
     }
     cr_assert_eq(k, 7, "three matrices of two blocks each");
     matrix_free(&w2);
@@ -247,32 +247,32 @@ Test(stage05, the_budgeted_linear_refuses_before_the_first_node)
     LgError err = LG_ERROR_INIT;
     Tape *params = lg_new_tape(32), *graph = lg_new_tape(64);
     Matrix *x = leaves(params, 1, 3), *w = leaves(params, 4, 3);
-    size_t blocks = mem_live_blocks(), hook = value_nodes_written;
+    size_t blocks = mem_live_blocks(), hook = value_nodes_written();
     cr_assert_null(cost_linear_forward(graph, x, w, NULL, 19, &err));
     cr_assert_eq(err.status, LG_ERR_BUDGET);
     cr_assert_str_eq(err.message, "node budget exceeded: need 20, limit 19");
-    cr_assert_eq(value_nodes_written, hook, "0 operations");
+    cr_assert_eq(value_nodes_written(), hook, "0 operations");
     cr_assert_eq(tape_count(graph), 0);
     cr_assert_eq(mem_live_blocks(), blocks);
     cr_assert_null(cost_linear_forward(graph, x, w, NULL, 0, &err));
     cr_assert_str_eq(err.message, "node budget exceeded: need 20, limit 0");
     Matrix *y = cost_linear_forward(graph, x, w, NULL, 20, &err);
     cr_assert_not_null(y, "%s", err.message);
-    cr_assert_eq(value_nodes_written - hook, 20);
+    cr_assert_eq(value_nodes_written() - hook, 20);
     cr_assert_eq(tape_count(graph), 20);
     matrix_free(&y);
     /* the budget passes but the tape is short: the tape's rule, still before any node */
     Tape *small = lg_new_tape(19);
-    hook = value_nodes_written;
+    hook = value_nodes_written();
     cr_assert_null(cost_linear_forward(small, x, w, NULL, 1000, &err));
     cr_assert_str_eq(err.message, "tape capacity exceeded: need 20 nodes, 19 free of 19");
-    cr_assert_eq(value_nodes_written, hook);
+    cr_assert_eq(value_nodes_written(), hook);
     /* shape errors come first, with Stage 04's messages */
     Matrix *w4 = leaves(params, 2, 4);
-    hook = value_nodes_written;
+    hook = value_nodes_written();
     cr_assert_null(cost_linear_forward(graph, x, w4, NULL, 1000, &err));
     cr_assert_str_eq(err.message, "shape mismatch: x has 3 columns, W expects 4");
-    cr_assert_eq(value_nodes_written, hook);
+    cr_assert_eq(value_nodes_written(), hook);
     matrix_free(&w4);
     tape_free(&small);
     matrix_free(&w);
@@ -379,16 +379,16 @@ Test(stage05, the_walk_handles_a_chain_of_a_million_nodes)
 Test(stage05, the_hook_counts_every_node_on_every_tape)
 {
     Tape *one = lg_new_tape(4), *two = lg_new_tape(4);
-    size_t before = value_nodes_written;
+    size_t before = value_nodes_written();
     Value *a = value_new(one, 1.0);
     Value *b = value_new(two, 2.0);
     value_add(one, a, b);
     value_relu(two, b);
-    cr_assert_eq(value_nodes_written - before, 4);
+    cr_assert_eq(value_nodes_written() - before, 4);
     tape_reset(one);
-    cr_assert_eq(value_nodes_written - before, 4, "tape_reset does not reset the hook");
+    cr_assert_eq(value_nodes_written() - before, 4, "tape_reset does not reset the hook");
     value_new(one, 3.0);
-    cr_assert_eq(value_nodes_written - before, 5);
+    cr_assert_eq(value_nodes_written() - before, 5);
     tape_free(&one);
     tape_free(&two);
 }
@@ -402,7 +402,7 @@ Test(stage05, allocation_failures_leave_nothing_behind)
     Vector *b = vector_new_leaves(params, 4, NULL, "b", &err);
     size_t k = 1;
     for (;; k++) {
-        size_t blocks = mem_live_blocks(), nodes = tape_count(graph), hook = value_nodes_written;
+        size_t blocks = mem_live_blocks(), nodes = tape_count(graph), hook = value_nodes_written();
         mem_fail_at(k);
         Matrix *y = cost_linear_forward(graph, x, w, b, SIZE_MAX, &err);
         mem_fail_at(0);
@@ -413,7 +413,7 @@ Test(stage05, allocation_failures_leave_nothing_behind)
         cr_assert_eq(err.status, LG_ERR_ALLOC);
         cr_assert_eq(mem_live_blocks(), blocks, "allocation %zu", k);
         cr_assert_eq(tape_count(graph), nodes);
-        cr_assert_eq(value_nodes_written, hook, "no operation before the allocations");
+        cr_assert_eq(value_nodes_written(), hook, "no operation before the allocations");
     }
     cr_assert_eq(k, 3);
     Matrix *y = cost_linear_forward(graph, x, w, b, SIZE_MAX, &err);

@@ -256,7 +256,7 @@ Test(stage07, row4_nonfinite_initializer_result_stops_before_materialization)
         cr_assert_eq(broken.calls, cases[i].k, "stopped after exactly %zu calls: %zu",
                      cases[i].k, broken.calls);
         cr_assert_eq(init_call_count() - before.calls, cases[i].k);
-        cr_assert_eq(value_nodes_written, before.nodes, "no Value was materialized");
+        cr_assert_eq(value_nodes_written(), before.nodes, "no Value was materialized");
         cr_assert_eq(mem_live_blocks(), before.blocks, "no parameter, no buffer left");
     }
 }
@@ -374,7 +374,7 @@ Test(stage07, the_model_materializes_20_distinct_parameters_on_a_full_tape)
     Tally before = tally_now();
     Model *m = seed_model(0);
     cr_assert_eq(init_call_count() - before.calls, 20, "one call per weight value");
-    cr_assert_eq(value_nodes_written - before.nodes, 20, "20 leaves, nothing else");
+    cr_assert_eq(value_nodes_written() - before.nodes, 20, "20 leaves, nothing else");
     cr_assert_eq(model_parameter_count(m), 20);
     cr_assert_eq(tape_count(m->parameters), 20);
     cr_assert_eq(tape_capacity(m->parameters), 20, "the parameter tape is exactly full");

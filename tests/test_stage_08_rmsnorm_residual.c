@@ -56,10 +56,10 @@ Test(stage08, example_row_numbers_and_its_10_nodes_four_ways)
     Tape *inputs = lg_new_tape(4), *graph = lg_new_tape(11);
     Matrix *x = row_leaves(inputs, 1, 2, (const double[]){3.0, -4.0});
     Vector *g = gain_leaves(inputs, 2, NULL);
-    size_t closed = 0, hook = value_nodes_written;
+    size_t closed = 0, hook = value_nodes_written();
     Matrix *y = rmsnorm_forward(graph, x, g, 0.0, &err);
     cr_assert_not_null(y, "%s", err.message);
-    cr_assert_eq(value_nodes_written - hook, 10, "the hook");
+    cr_assert_eq(value_nodes_written() - hook, 10, "the hook");
     cr_assert_eq(rmsnorm_nodes(1, 2, &closed, &err), LG_OK);
     cr_assert_eq(closed, 10, "T (4C + 2)");
     cr_assert_eq(tape_count(graph), 10, "the tape");
@@ -91,7 +91,7 @@ Test(stage08, rmsnorm_node_count_closed_form_equals_tape_hook_and_walk)
             for (size_t k = 0; k < T * C; k++)
                 x->values[k]->data = (double)((int)(k % 5) - 2) / 3 + 0.1;
             Vector *g = gain_leaves(inputs, C, NULL);
-            size_t hook = value_nodes_written;
+            size_t hook = value_nodes_written();
             Matrix *y = rmsnorm_forward(graph, x, g, 1e-5, &err);
             cr_assert_not_null(y, "%s", err.message);
             cr_assert_eq(rmsnorm_nodes(T, C, &closed, &err), LG_OK);
@@ -99,7 +99,7 @@ Test(stage08, rmsnorm_node_count_closed_form_equals_tape_hook_and_walk)
             cr_assert_eq(cost_count_reachable(graph, y->values, T * C, &reach, &err), LG_OK);
             cr_assert_eq(closed, T * (4 * C + 2));
             cr_assert_eq(tape_count(graph), closed, "T %zu C %zu", T, C);
-            cr_assert_eq(value_nodes_written - hook, closed, "T %zu C %zu", T, C);
+            cr_assert_eq(value_nodes_written() - hook, closed, "T %zu C %zu", T, C);
             cr_assert_eq(reach.operations, closed, "T %zu C %zu", T, C);
             matrix_free(&y);
             vector_free(&g);
@@ -350,10 +350,10 @@ Test(stage08, residual_costs_T_C_and_refuses_a_width_change)
     cr_assert_str_eq(err.message, "residual shape rule: f must map (2, 4) to (2, 4): got (2, 5) "
                                   "from the branch");
     assert_nothing_since(before, "width-changing residual");
-    size_t hook = value_nodes_written;
+    size_t hook = value_nodes_written();
     Matrix *y = residual_add(graph, x, f4, &err);
     cr_assert_not_null(y, "%s", err.message);
-    cr_assert_eq(value_nodes_written - hook, 8, "T C");
+    cr_assert_eq(value_nodes_written() - hook, 8, "T C");
     matrix_free(&y);
     matrix_free(&f4);
     matrix_free(&f5);

@@ -136,12 +136,12 @@ static void expect_loss_cost(LossKind kind, size_t T, size_t C)
     }
     for (size_t i = 0; i < T; i++)
         label[i] = i % C;
-    size_t hook = value_nodes_written;
+    size_t hook = value_nodes_written();
     Value *loss = kind == LOSS_MSE ? loss_mse(graph, z, target, &err)
                                    : loss_cross_entropy(graph, z, label, &err);
     cr_assert_not_null(loss, "%s", err.message);
     cr_assert_eq(tape_count(graph), planned);
-    cr_assert_eq(value_nodes_written - hook, planned);
+    cr_assert_eq(value_nodes_written() - hook, planned);
     CostReach reach;
     cr_assert_eq(cost_count_reachable(graph, &loss, 1, &reach, &err), LG_OK);
     cr_assert_eq(reach.operations, planned);
@@ -160,7 +160,7 @@ Test(stage09, a_step_larger_than_a_tape_is_refused_by_the_step_plan)
     ModelPlan plan;
     cr_assert_eq(model_plan_mlp("mlp", (const size_t[]){1, 22369621, 2}, 3, 0, &CHAPTER_INIT,
                                 SIZE_MAX, &plan, &err), LG_OK, "%s", err.message);
-    size_t blocks = mem_live_blocks(), ops = value_nodes_written, loss = 0;
+    size_t blocks = mem_live_blocks(), ops = value_nodes_written(), loss = 0;
     ModelForwardPlan f;
     cr_assert_eq(model_plan_forward(&plan, (Shape){1, 1}, SIZE_MAX, &f, &err), LG_OK, "%s",
                  err.message);
@@ -173,7 +173,7 @@ Test(stage09, a_step_larger_than_a_tape_is_refused_by_the_step_plan)
              "free of 134217728", 134217724 + loss);
     cr_assert_str_eq(err.message, expected);
     cr_assert_eq(mem_live_blocks(), blocks);
-    cr_assert_eq(value_nodes_written, ops);
+    cr_assert_eq(value_nodes_written(), ops);
 }
 
 Test(stage09, loss_closed_forms_equal_tape_hook_and_walk)
@@ -478,11 +478,11 @@ Test(stage09, bad_hyper_parameters_and_a_budget_one_short_are_refused_before_the
     uint32_t crc = params_crc(r.model);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         LgError err = LG_ERROR_INIT;
-        size_t blocks = mem_live_blocks(), ops = value_nodes_written;
+        size_t blocks = mem_live_blocks(), ops = value_nodes_written();
         cr_assert_null(trainer_new(r.model, &r.train, &bad[i].c, &err));
         cr_assert_str_eq(err.message, bad[i].message);
         cr_assert_eq(mem_live_blocks(), blocks);
-        cr_assert_eq(value_nodes_written, ops);
+        cr_assert_eq(value_nodes_written(), ops);
     }
     cr_assert_eq(params_crc(r.model), crc);
     cr_assert_eq(r.trainer->plan.nodes, 4224, "forward 4048 + loss 176");
@@ -513,12 +513,12 @@ Test(stage09, data_that_does_not_fit_the_model_is_refused_before_anything)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         LgError err = LG_ERROR_INIT;
-        size_t blocks = mem_live_blocks(), ops = value_nodes_written;
+        size_t blocks = mem_live_blocks(), ops = value_nodes_written();
         cr_assert_null(trainer_new(r.model, bad[i].d, &IRIS_CONFIG, &err));
         cr_assert_eq(err.status, LG_ERR_SHAPE);
         cr_assert_str_eq(err.message, bad[i].message);
         cr_assert_eq(mem_live_blocks(), blocks);
-        cr_assert_eq(value_nodes_written, ops);
+        cr_assert_eq(value_nodes_written(), ops);
     }
     run_close(&r);
 }
@@ -565,12 +565,12 @@ Test(stage09, replaced_storage_between_steps_is_refused_after_0_scalar_operation
         fake->values[i]->data = w->values[i]->data;
     r.model->layer[0].weight = fake;
     uint32_t crc = params_crc(r.model);
-    size_t ops = value_nodes_written;
+    size_t ops = value_nodes_written();
     TrainPosition at = r.trainer->at;
     cr_assert_eq(trainer_step(r.trainer, &rep, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "fc1 parameter storage identity changed: "
                      "mlp.fc1.weight[0,0] is not the sealed Value");
-    cr_assert_eq(value_nodes_written, ops);
+    cr_assert_eq(value_nodes_written(), ops);
     cr_assert_eq(r.trainer->at.step, at.step);
     for (size_t i = 0; i < w->rows * w->cols; i++)
         cr_assert_eq(fake->values[i]->data, w->values[i]->data);
@@ -699,9 +699,9 @@ Test(stage09, the_residual_model_costs_its_closed_forms)
     cr_assert_eq(digits.trainer->plan.nodes, 325312);
     LgError err = LG_ERROR_INIT;
     TrainStepReport rep;
-    size_t hook = value_nodes_written;
+    size_t hook = value_nodes_written();
     cr_assert_eq(trainer_step(iris.trainer, &rep, &err), LG_OK, "%s", err.message);
-    cr_assert_eq(value_nodes_written - hook, 6432, "the hook counts the plan's nodes");
+    cr_assert_eq(value_nodes_written() - hook, 6432, "the hook counts the plan's nodes");
     size_t blocks = mem_live_blocks();
     mem_fail_at(1); /* its loop allocates nothing either */
     for (size_t i = 0; i < 20; i++) {

@@ -264,7 +264,7 @@ Test(stage14, a_budget_one_short_is_refused_before_anything_with_the_numbers)
     cr_assert_eq(densedemo_load(&DATASET_DIGITS, &train, &test, &err), LG_OK);
     cr_assert_eq(densedemo_plan_model(0, 32, &train, &plan, &err), LG_OK);
     Model *m = model_new(&plan, &err);
-    size_t blocks = mem_live_blocks(), nodes = value_nodes_written;
+    size_t blocks = mem_live_blocks(), nodes = value_nodes_written();
     DenseTrainer *t =
         dense_trainer_new(m, &train, &DIGITS_CONFIG, (DenseBudget){339423, SIZE_MAX}, &err);
     cr_assert_null(t);
@@ -274,7 +274,7 @@ Test(stage14, a_budget_one_short_is_refused_before_anything_with_the_numbers)
     cr_assert_null(t);
     cr_assert_str_eq(err.message, "dense arena budget exceeded: need 143344, limit 143343");
     cr_assert_eq(mem_live_blocks(), blocks);
-    cr_assert_eq(value_nodes_written, nodes);
+    cr_assert_eq(value_nodes_written(), nodes);
     t = dense_trainer_new(m, &train, &DIGITS_CONFIG, (DenseBudget){339424, 143344}, &err);
     cr_assert_not_null(t, "the exact budget suffices: %s", err.message);
     dense_trainer_free(&t);
