@@ -238,3 +238,102 @@ Test(stage15, a_frame_that_cannot_be_made_leaves_nothing)
         cr_assert_eq(mem_live_blocks(), live);
     }
 }
+
+/* ---- the run as one loop ------------------------------------------------------------ */
+
+static void open_iris_loop(MprogdemoLoop *l)
+{
+    LgError err = LG_ERROR_INIT;
+    cr_assert_eq(mprogdemo_loop_open(l, &DATASET_IRIS, 16, &IRIS_CONFIG, &err), LG_OK, "%s",
+                 err.message);
+    cr_assert_eq(l->per_epoch, 7);
+    cr_assert_eq(l->steps, 280);
+}
+
+Test(stage15, the_union_finds_the_conds_counter_and_the_body_only_analysis_does_not)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogLoop loop;
+    const MprogMlp mlp = {16, 5, 16, 3, 0.05, 0.9, SIZE_MAX};
+    cr_assert_eq(mprog_build_mlp_loop(&loop, &mlp, 120, 280, &err), LG_OK, "%s",
+                 err.message);
+    int all[MPROG_VALUES_MAX], body[MPROG_VALUES_MAX];
+    mprog_loop_mutations(&loop, IR_ANALYSIS_UNION, all);
+    mprog_loop_mutations(&loop, IR_ANALYSIS_BODY_ONLY, body);
+    static const char *const names[] = {"w1", "w2", "v1", "v2"};
+    for (size_t k = 0; k < 4; k++) {
+        size_t v = mprog_find(&loop.program, names[k]);
+        cr_assert(all[v] && body[v], "%s", names[k]);
+    }
+    size_t k = mprog_find(&loop.program, "k");
+    cr_assert(all[k] && !body[k]);
+    cr_assert(!all[mprog_find(&loop.program, "X")] && !all[mprog_find(&loop.program, "end")]);
+    cr_assert_eq(loop.cond_end, 2);
+}
+
+Test(stage15, the_run_as_one_loop_equals_the_tape_after_every_step_eager_and_compiled)
+{
+    for (int compiled = 0; compiled <= 1; compiled++) {
+        LgError err = LG_ERROR_INIT;
+        MprogdemoLoop l;
+        open_iris_loop(&l);
+        cr_assert_eq(mprogdemo_loop_run(&l, compiled, IR_ANALYSIS_UNION, 40, &err), LG_OK,
+                     "%s", err.message);
+        cr_assert_eq(l.ran, 280);
+        cr_assert_eq(l.identical, 280, "compiled %d: step %zu differs", compiled,
+                     l.first_difference);
+        cr_assert_eq(mprog_frame_f64(l.frame, l.k)[0], 280.0);
+        mprogdemo_loop_close(&l);
+    }
+}
+
+Test(stage15, compiled_body_only_training_differs_from_the_first_step_of_the_second_call)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogdemoLoop l;
+    open_iris_loop(&l);
+    cr_assert_eq(mprogdemo_loop_run(&l, 1, IR_ANALYSIS_BODY_ONLY, 1, &err), LG_OK, "%s",
+                 err.message);
+    cr_assert_eq(l.identical, 7);
+    cr_assert_eq(mprog_frame_f64(l.frame, l.k)[0], 0.0, "the cond's count is lost");
+    cr_assert_eq(mprogdemo_loop_run(&l, 1, IR_ANALYSIS_BODY_ONLY, 2, &err), LG_OK, "%s",
+                 err.message);
+    cr_assert_eq(l.first_difference, 8);
+    cr_assert(isfinite(mprog_frame_f64(l.frame, l.loss)[0]));
+    mprogdemo_loop_close(&l);
+}
+
+Test(stage15, a_batch_beyond_the_order_is_refused_with_the_numbers)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogdemoLoop l;
+    open_iris_loop(&l);
+    mprog_frame_f64(l.frame, l.end)[0] = 281.0;
+    mprog_frame_f64(l.frame, l.k)[0] = 279.0;
+    cr_assert_eq(mprog_loop_run_eager(l.frame, &l.loop, NULL, &err), LG_ERR_INVALID);
+    cr_assert_str_eq(err.message, "take_rows: batch 280 is not a line of order: 280 lines");
+    mprogdemo_loop_close(&l);
+}
+
+Test(stage15, take_rows_needs_a_scalar_batch_number)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogType t;
+    const MprogType order = {MPROG_I64, 280, 16}, data = {MPROG_F64, 120, 5};
+    cr_assert_eq(mprog_op_type(MPROG_TAKE_ROWS, &data, &order, &F64_1x1, &t, &err), LG_OK);
+    cr_assert(t.dtype == MPROG_F64 && t.rows == 16 && t.cols == 5);
+    cr_assert_eq(mprog_op_type(MPROG_TAKE_ROWS, &data, &order, &F64_16x1, &t, &err),
+                 LG_ERR_TENSOR_SHAPE);
+    cr_assert_str_eq(err.message, "take_rows takes the batch's number as a scalar f64[1, 1]: "
+                     "got f64[16, 1]");
+}
+
+Test(stage15, the_default_run_shows_the_body_only_loss_of_the_conds_count)
+{
+    ProgramRun run;
+    run_program(&run, "stage-15", "--analysis body-only");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "7 of 280 bit-identical, k after the last call 0\n"),
+                       "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "first step that differs: 8;"), "%s", run.output);
+}
