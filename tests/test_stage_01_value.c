@@ -699,6 +699,15 @@ Test(stage01, every_program_refuses_a_mistake_wherever_help_stands)
     lg_run(&run, "", program, "--help --help");
     cr_assert_eq(run.status, 0, "%s: %s", program, run.err);
     cr_assert(strncmp(run.out, "usage: ", 7) == 0, "%s", run.out);
+    static const char *const stray[2] = {"--help extra", "extra --help"};
+    snprintf(expected, sizeof expected, "%s: error: unexpected argument 'extra' with "
+             "--help; try '%s --help'\n", program, program);
+    for (int k = 0; k < 2; k++) { /* --help takes no argument: a word beside it is stray */
+        lg_run(&run, "", program, stray[k]);
+        cr_assert_eq(run.status, 2, "%s %s", program, stray[k]);
+        cr_assert_str_eq(run.out, "", "%s %s: no usage printed", program, stray[k]);
+        cr_assert_str_eq(run.err, expected, "%s %s", program, stray[k]);
+    }
 }
 
 /* A stray word of 100,000 characters, or an unknown option of as many, gets one short

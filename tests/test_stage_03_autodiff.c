@@ -488,28 +488,37 @@ Test(stage03, program_help_and_chain)
               run.output);
 }
 
-/* The plan limit (PLAN_NODES_MAX = 2^24 nodes on all the run's tapes): the longest chain
- * within it passes the check and reaches its first allocation, which LITGRAD_FAIL_ALLOC=1
- * fails; one more addition is refused by the rule before any allocation: exit 1, one
- * line naming the rule and the numbers, nothing on stdout. */
-Test(stage03, program_chain_within_the_plan_limit_runs_and_one_more_is_refused)
+/* The plan limit (PLAN_NODES_MAX = 2^24 nodes on all the run's tapes) is --chain's range:
+ * the longest chain within it passes the check and reaches its first allocation, which
+ * LITGRAD_FAIL_ALLOC=1 fails; one more addition is refused at the door, exit 2, one line
+ * naming the range and the length, nothing on stdout. A caller other than the program
+ * meets the plan limit itself: exit 1, the rule and the numbers. */
+Test(stage03, program_chain_within_the_plan_limit_runs_and_one_more_is_refused,
+     .init = cr_redirect_stderr)
 {
     static LgRun run;
     cr_assert_eq(PLAN_NODES_MAX, (size_t)16777216);
+    cr_assert_eq(AUTODIFFDEMO_CHAIN_MAX + 1 + AUTODIFFDEMO_EXAMPLE_NODES, PLAN_NODES_MAX);
     lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 16777151");
     cr_assert_eq(run.status, 1, "%s", run.err);
     cr_assert(strncmp(run.err, "stage-03: error: out of memory: ", 32) == 0, "%s",
               run.err);
     cr_assert_str_eq(run.out, "");
-    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 16777152");
-    cr_assert_eq(run.status, 1, "%s", run.err);
-    cr_assert_str_eq(run.err, "stage-03: error: plan limit exceeded: the plan needs "
-                              "16777217 nodes (0.8 GB), limit 16777216\n");
-    cr_assert_str_eq(run.out, "");
-    lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", "--chain 134217727");
-    cr_assert_eq(run.status, 1, "%s", run.err);
-    cr_assert(strstr(run.err, "the plan needs 134217792 nodes (6.4 GB), limit 16777216\n"),
-              "%s", run.err);
+    static const char *const longer[2] = {"16777152", "134217727"};
+    for (int k = 0; k < 2; k++) {
+        char args[32], want[160];
+        snprintf(args, sizeof args, "--chain %s", longer[k]);
+        snprintf(want, sizeof want, "stage-03: error: --chain must be an integer in "
+                 "[1, 16777151]: got '%s'; try 'stage-03 --help'\n", longer[k]);
+        lg_run(&run, "LITGRAD_FAIL_ALLOC=1 timeout 20", "stage-03", args);
+        cr_assert_eq(run.status, 2, "%s", run.err);
+        cr_assert_str_eq(run.err, want);
+        cr_assert_str_eq(run.out, "");
+    }
+    LgError err = LG_ERROR_INIT;
+    cr_assert_eq(autodiffdemo_examples(AUTODIFFDEMO_CHAIN_MAX + 1, &err), CLI_EXIT_RULE);
+    cr_assert_str_eq(err.message, "plan limit exceeded: the plan needs 16777217 nodes "
+                                  "(0.8 GB), limit 16777216");
 }
 
 /* Figure 3.1: the node titled p0 is x0 * w0 (data 6), whatever order the compiler gives
@@ -545,7 +554,7 @@ Test(stage03, program_refuses_bad_command_lines_alike)
 {
     static const LgBadLine lines[] = {
         {"--chain", "option '--chain' needs a value"},
-        {"--chain 0", "--chain must be an integer in [1, 134217727]: got '0'"},
+        {"--chain 0", "--chain must be an integer in [1, 16777151]: got '0'"},
         {"--chain 134217728", "got '134217728'"},
         {"--chain 99999999999999999999", "got '99999999999999999999'"},
         {"--chain 1x", "got '1x'"},

@@ -795,6 +795,9 @@ Test(stage08, program_bad_command_lines_exit_2)
         {"--eps -1e-5", "--eps must be a number in [0, inf): got '-1e-5'"},
         {"--eps -0.12345678901234567", "got '-0.12345678901234567'"},
         {"--eps -4.9e-324", "--eps must be a number in [0, inf): got '-4.9e-324'"},
+        /* in [0, inf) as typed, but no double holds it: the message says so */
+        {"--eps 1e-400", "--eps underflows to zero: got '1e-400' (the smallest nonzero "
+                         "double is 4.9e-324)"},
         {"--eps x", "--eps"},
         {"--eps", "option '--eps' needs a value"},
         {"--blocks 9", "--blocks must be an integer in [1, 8]"},

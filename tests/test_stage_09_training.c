@@ -1125,6 +1125,22 @@ Test(stage09, a_checkpoint_never_replaces_a_fifo)
     run_close(&r);
 }
 
+/* A --save directory that takes no new file (/proc, which root passes access() on) is
+ * refused before the data are read, not after an epoch of training: exit 2, one line on
+ * stderr that names the directory, nothing on stdout. */
+Test(stage09, a_save_directory_that_takes_no_file_is_refused_before_training)
+{
+    static LgRun run;
+    lg_run(&run, "", "stage-09", "--epochs 1 --save /proc");
+    cr_assert_eq(run.status, 2, "%s%s", run.out, run.err);
+    cr_assert_str_eq(run.out, "", "nothing is trained: %s", run.out);
+    cr_assert(strstr(run.err, "/proc") != NULL, "%s", run.err);
+    cr_assert(strchr(run.err, '\n') == run.err + strlen(run.err) - 1, "one line: %s", run.err);
+    if (geteuid() == 0) /* access() let root pass: the probe named the checkpoint */
+        cr_assert_str_eq(run.err, "stage-09: error: cannot write /proc/stage-09.ckpt: "
+                                  "No such file or directory\n");
+}
+
 /* ---- the program ---------------------------------------------------------------------- */
 
 static void expect_resume_across_processes(const char *model)
