@@ -379,6 +379,6 @@ Test(stage15, the_default_run_trains_digits_as_one_loop_bit_for_bit, .timeout = 
     cr_assert_eq(run.status, 0, "%s", run.output);
     const char *digits = strstr(run.output, "Digits, 15 epochs as one while_loop");
     cr_assert_not_null(digits, "%s", run.output);
-    cr_assert_not_null(strstr(digits, "compiled, union           660 steps, 660 of 660 "
+    cr_assert_not_null(strstr(digits, "digits, compiled, union   660 steps, 660 of 660 "
                               "bit-identical"), "%s", run.output);
 }
