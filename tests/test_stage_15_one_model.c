@@ -382,3 +382,13 @@ Test(stage15, the_default_run_trains_digits_as_one_loop_bit_for_bit, .timeout = 
     cr_assert_not_null(strstr(digits, "digits, compiled, union   660 steps, 660 of 660 "
                               "bit-identical"), "%s", run.output);
 }
+
+Test(stage15, bench_trains_digits_on_four_machines_to_the_same_bits, .timeout = 120)
+{
+    ProgramRun run;
+    run_program(&run, "stage-15", "--bench");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "  program, compiled "), "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "bit-identical after the last step, all four: yes\n"),
+                       "%s", run.output);
+}
