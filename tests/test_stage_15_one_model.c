@@ -258,8 +258,8 @@ Test(stage15, the_union_finds_the_conds_counter_and_the_body_only_analysis_does_
     cr_assert_eq(mprog_build_mlp_loop(&loop, &mlp, 120, 280, &err), LG_OK, "%s",
                  err.message);
     int all[MPROG_VALUES_MAX], body[MPROG_VALUES_MAX];
-    mprog_loop_mutations(&loop, IR_ANALYSIS_UNION, all);
-    mprog_loop_mutations(&loop, IR_ANALYSIS_BODY_ONLY, body);
+    mprog_loop_mutations(&loop, MPROG_ANALYSIS_UNION, all);
+    mprog_loop_mutations(&loop, MPROG_ANALYSIS_BODY_ONLY, body);
     static const char *const names[] = {"w1", "w2", "v1", "v2"};
     for (size_t k = 0; k < 4; k++) {
         size_t v = mprog_find(&loop.program, names[k]);
@@ -277,7 +277,7 @@ Test(stage15, the_run_as_one_loop_equals_the_tape_after_every_step_eager_and_com
         LgError err = LG_ERROR_INIT;
         MprogdemoLoop l;
         open_iris_loop(&l);
-        cr_assert_eq(mprogdemo_loop_run(&l, compiled, IR_ANALYSIS_UNION, 40, &err), LG_OK,
+        cr_assert_eq(mprogdemo_loop_run(&l, compiled, MPROG_ANALYSIS_UNION, 40, &err), LG_OK,
                      "%s", err.message);
         cr_assert_eq(l.ran, 280);
         cr_assert_eq(l.identical, 280, "compiled %d: step %zu differs", compiled,
@@ -292,11 +292,11 @@ Test(stage15, compiled_body_only_training_differs_from_the_first_step_of_the_sec
     LgError err = LG_ERROR_INIT;
     MprogdemoLoop l;
     open_iris_loop(&l);
-    cr_assert_eq(mprogdemo_loop_run(&l, 1, IR_ANALYSIS_BODY_ONLY, 1, &err), LG_OK, "%s",
+    cr_assert_eq(mprogdemo_loop_run(&l, 1, MPROG_ANALYSIS_BODY_ONLY, 1, &err), LG_OK, "%s",
                  err.message);
     cr_assert_eq(l.identical, 7);
     cr_assert_eq(mprog_frame_f64(l.frame, l.k)[0], 0.0, "the cond's count is lost");
-    cr_assert_eq(mprogdemo_loop_run(&l, 1, IR_ANALYSIS_BODY_ONLY, 2, &err), LG_OK, "%s",
+    cr_assert_eq(mprogdemo_loop_run(&l, 1, MPROG_ANALYSIS_BODY_ONLY, 2, &err), LG_OK, "%s",
                  err.message);
     cr_assert_eq(l.first_difference, 8);
     cr_assert(isfinite(mprog_frame_f64(l.frame, l.loss)[0]));
@@ -336,4 +336,59 @@ Test(stage15, the_default_run_shows_the_body_only_loss_of_the_conds_count)
     cr_assert_not_null(strstr(run.output, "7 of 280 bit-identical, k after the last call 0\n"),
                        "%s", run.output);
     cr_assert_not_null(strstr(run.output, "first step that differs: 8;"), "%s", run.output);
+}
+
+Test(stage15, the_whole_storage_check_and_the_fold_leave_training_as_the_tape_trains)
+{
+    for (int a = MPROG_ANALYSIS_WHOLE_STORAGE; a <= MPROG_ANALYSIS_FOLD_FALSE; a++) {
+        LgError err = LG_ERROR_INIT;
+        MprogdemoLoop l;
+        open_iris_loop(&l);
+        cr_assert_eq(mprogdemo_loop_run(&l, 1, (MprogAnalysis)a, 40, &err), LG_OK, "%s",
+                     err.message);
+        cr_assert_eq(l.ran, 280, "%s", mprog_analysis_name((MprogAnalysis)a));
+        cr_assert_eq(l.identical, 280, "%s: step %zu differs",
+                     mprog_analysis_name((MprogAnalysis)a), l.first_difference);
+        cr_assert_eq(mprog_frame_f64(l.frame, l.k)[0], 280.0);
+        mprogdemo_loop_close(&l);
+    }
+}
+
+Test(stage15, the_fold_of_a_call_with_no_step_left_loses_only_an_add_of_zero)
+{
+    LgError err = LG_ERROR_INIT;
+    MprogdemoLoop l;
+    open_iris_loop(&l);
+    int mutated[MPROG_VALUES_MAX];
+    mprog_loop_mutations(&l.loop, MPROG_ANALYSIS_FOLD_FALSE, mutated);
+    cr_assert(mutated[l.k], "the fold's analysis is the union's");
+    /* a cond false at once whose add_ would move k: go is 0, so k += 0 */
+    mprog_frame_f64(l.frame, l.k)[0] = 5.0;
+    mprog_frame_f64(l.frame, l.end)[0] = 3.0;
+    cr_assert_eq(mprog_loop_run_compiled(l.frame, &l.loop, MPROG_ANALYSIS_FOLD_FALSE, NULL,
+                                         &err), LG_OK, "%s", err.message);
+    cr_assert_eq(mprog_frame_f64(l.frame, l.k)[0], 5.0);
+    cr_assert_eq(l.ran, 0);
+    mprogdemo_loop_close(&l);
+}
+
+Test(stage15, the_default_run_trains_digits_as_one_loop_bit_for_bit, .timeout = 120)
+{
+    ProgramRun run;
+    run_program(&run, "stage-15", "");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    const char *digits = strstr(run.output, "Digits, 15 epochs as one while_loop");
+    cr_assert_not_null(digits, "%s", run.output);
+    cr_assert_not_null(strstr(digits, "digits, compiled, union   660 steps, 660 of 660 "
+                              "bit-identical"), "%s", run.output);
+}
+
+Test(stage15, bench_trains_digits_on_four_machines_to_the_same_bits, .timeout = 120)
+{
+    ProgramRun run;
+    run_program(&run, "stage-15", "--bench");
+    cr_assert_eq(run.status, 0, "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "  program, compiled "), "%s", run.output);
+    cr_assert_not_null(strstr(run.output, "bit-identical after the last step, all four: yes\n"),
+                       "%s", run.output);
 }
