@@ -13,6 +13,7 @@
 #include "hostile.h"
 #include "interp.h"
 #include "ir.h"
+#include "loop.h"
 #include "loopdemo.h"
 #include "mem.h"
 #include "runner.h"
