@@ -529,12 +529,15 @@ Test(stage14, the_linear_kernels_equal_a_tape_linear_with_remainders)
 }
 
 /* Every path this processor has, on shapes that leave remainders everywhere: rows past
- * the last whole tile, columns past the last whole block of eight, more outputs than rows
- * and fewer, and a weight gradient whose terms lie far apart (copied together first). */
+ * the last whole tile, columns past the last whole block of eight (one, two, four, and
+ * all three narrow tiles at once), more outputs than rows and fewer, sums of more terms
+ * than a block of terms (inputs in the forward, rows in the weight gradient), and a
+ * weight gradient whose terms lie far apart (copied together first). */
 Test(stage14, the_linear_kernels_equal_a_tape_linear_on_every_path_and_shape)
 {
     static const size_t shapes[][3] = {{3, 9, 10}, {19, 21, 27}, {9, 70, 3},
-                                       {17, 5, 40}, {5, 9, 40}, {1, 1, 1}};
+                                       {17, 5, 40}, {5, 9, 40}, {6, 15, 7},
+                                       {5, 600, 11}, {300, 3, 9}, {1, 1, 1}};
     for (size_t p = 0; kernel_path_available(p) != NULL; p++) {
         cr_assert_eq(kernel_use_path(kernel_path_available(p)), 0);
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
@@ -648,4 +651,29 @@ Test(stage14, the_default_run_prints_the_same_on_the_portable_path)
     cr_assert_eq(widest.status, 0, "%s", widest.output);
     cr_assert_eq(portable.status, 0, "%s", portable.output);
     cr_assert_str_eq(widest.output, portable.output);
+}
+
+/* The update says whether every parameter it wrote is finite, on every path: a parameter
+ * made infinite or NaN in the lanes or past the last whole vector, or none. Every
+ * parameter and velocity is Stage 09's formula's, bit for bit. */
+Test(stage14, the_update_says_whether_every_parameter_is_finite_on_every_path)
+{
+    enum { N = 19 };
+    const size_t bad[] = {N, 0, 9, N - 1}; /* N: none */
+    for (size_t q = 0; kernel_path_available(q) != NULL; q++) {
+        cr_assert_eq(kernel_use_path(kernel_path_available(q)), 0);
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            double g[N], v[N], p[N], v0[N], p0[N];
+            for (size_t k = 0; k < N; k++)
+                g[k] = 0.25 * (double)k - 1.0, v[k] = v0[k] = 0.5, p[k] = p0[k] = 1.0 / 3;
+            if (bad[b] < N)
+                g[bad[b]] = b % 2 ? INFINITY : NAN;
+            int finite = kernel_sgd_momentum(N, 0.05, 0.9, g, v, p);
+            cr_assert_eq(finite, bad[b] == N, "%s, bad %zu", kernel_path_name(), bad[b]);
+            for (size_t k = 0; k < N; k++) {
+                double vk = 0.9 * v0[k] + g[k], pk = p0[k] - 0.05 * vk;
+                cr_assert(same_bits(v[k], vk) && same_bits(p[k], pk), "%zu", k);
+            }
+        }
+    }
 }
