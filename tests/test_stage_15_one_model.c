@@ -213,6 +213,23 @@ Test(stage15, emit_prints_the_program_of_each_data_set)
     cr_assert_eq(run.status, 2, "%s", run.output);
 }
 
+/* Appendix A's exporter (built for the last stage's tests by the Makefile) begins its
+ * --model-program output with the text --emit prints, so that the program PyTorch runs
+ * is the one a reader reads, and then runs the whole iris run: 280 steps. */
+Test(stage15, the_crosscheck_exporter_prints_the_emitted_program_and_every_step)
+{
+    ProgramRun emit;
+    run_program(&emit, "stage-15", "--emit iris");
+    cr_assert_eq(emit.status, 0, "%s", emit.output);
+    static LgRun run;
+    lg_run(&run, "", "crosscheck-export", "--model-program iris");
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    cr_assert_eq(strncmp(run.out, emit.output, strlen(emit.output)), 0, "%s", run.out);
+    cr_assert_not_null(strstr(run.out, "\nstep 280 "), "the last step is 280");
+    cr_assert_null(strstr(run.out, "\nstep 281 "));
+    cr_assert_not_null(strstr(run.out, "\nfinal v2 3 16 "), "%s", run.out);
+}
+
 Test(stage15, the_default_run_prints_every_step_bit_identical)
 {
     ProgramRun run;
