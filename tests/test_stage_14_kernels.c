@@ -677,3 +677,18 @@ Test(stage14, the_update_says_whether_every_parameter_is_finite_on_every_path)
         }
     }
 }
+
+/* The benchmark's shares compare only when its roofs held: a roof that moved by more than
+ * the tolerance either way, a roof measured as NAN, or a share above its roof makes the
+ * run not comparable. Fixed figures: nothing here is timed. */
+Test(stage14, the_benchmark_flags_a_roof_that_moved_or_a_share_above_it)
+{
+    double tol = DENSEDEMO_ROOF_TOLERANCE_PERCENT / 100.0;
+    cr_assert_eq(densedemo_roofs_held(175.5e9, 169.2e9, 50.2e9, 47.9e9, 0.67), 1);
+    cr_assert_eq(densedemo_roofs_held(175.5e9, 175.5e9 * (1 - tol), 50e9, 50e9, 1.0), 1);
+    cr_assert_eq(densedemo_roofs_held(175.5e9, 87.8e9, 50.2e9, 50.2e9, 0.67), 0);
+    cr_assert_eq(densedemo_roofs_held(87.8e9, 175.5e9, 50.2e9, 50.2e9, 0.67), 0);
+    cr_assert_eq(densedemo_roofs_held(175.5e9, 175.5e9, 50.2e9, 30.1e9, 0.67), 0);
+    cr_assert_eq(densedemo_roofs_held(175.5e9, 175.5e9, 50.2e9, NAN, 0.67), 0);
+    cr_assert_eq(densedemo_roofs_held(175.5e9, 175.5e9, 50.2e9, 50.2e9, 1.04), 0);
+}
