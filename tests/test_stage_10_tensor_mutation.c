@@ -531,7 +531,7 @@ Test(stage10, every_operand_is_checked_against_its_operations_signature)
         cr_assert_gt(letters, 0u, "%s", info->name);
         size_t n = info->operands[letters - 1] == '+' ? letters - 1 : letters;
         cr_assert_null(memchr(info->operands, '+', n), "%s: '+' comes last", info->name);
-        IrArg args[IR_MAX_ARGS];
+        IrArg args[IR_ARGS_MAX];
         IrInstr in = {.op = op, .nargs = n, .args = args,
                       .nresults = info->results >= 0 ? (size_t)info->results : 1};
         for (size_t i = 0; i < n; i++) {
@@ -540,7 +540,7 @@ Test(stage10, every_operand_is_checked_against_its_operations_signature)
                                   : letter == 'd' ? IR_ARG_DTYPE : letter == 'f'
                                   ? IR_ARG_FUNCTION : IR_ARG_VALUE);
         }
-        const char *names[IR_MAX_RESULTS] = {"r"};
+        const char *names[IR_RESULTS_MAX] = {"r"};
         for (size_t i = 0; i < n; i++)
             for (IrArgKind kind = IR_ARG_VALUE; kind <= IR_ARG_FUNCTION; kind++) {
                 const char *need = letter_needs(info->operands[i], kind);
@@ -779,7 +779,7 @@ Test(stage10, a_limit_of_a_program_file_is_a_bad_input_file)
     cr_assert_not_null(file);
     char prev[4] = "x", name[4];
     fputs("def f(%x: f32[]) {\n", file);
-    for (size_t i = 0; i < IR_MAX_VALUES; i++) {   /* 1 + 65536 values: one too many */
+    for (size_t i = 0; i < IR_VALUES_MAX; i++) {   /* 1 + 65536 values: one too many */
         for (size_t k = 0, v = i; k < 3; k++, v /= 52)
             name[k] = letters[v % 52];
         name[3] = '\0';

@@ -356,7 +356,7 @@ Test(stage12, two_captured_tensors_one_mutated_in_cond_one_in_body)
         cr_assert_eq(mutation_records(loop), mode ? 1u : 2u);
         compiled_free(&c);
     }
-    IrMutation captured[IR_MAX_ARGS];
+    IrMutation captured[IR_ARGS_MAX];
     LgError err = LG_ERROR_INIT;
     cr_assert_eq(ir_loop_mutations(program, &program->functions[0].instrs[3], IR_ANALYSIS_UNION,
                                    captured, &err), LG_OK);
@@ -963,7 +963,7 @@ static char *nested_loops(size_t depth, bool twice)
 
 Test(stage12, loops_nest_up_to_the_bound_and_no_deeper)
 {
-    char *text = nested_loops(IR_MAX_LOOP_DEPTH, false);
+    char *text = nested_loops(IR_LOOP_DEPTH_MAX, false);
     IrProgram *program = parse_ok(text);
     free(text);
     CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
@@ -979,12 +979,12 @@ Test(stage12, loops_nest_up_to_the_bound_and_no_deeper)
     tensor_free(&s);
     ir_program_free(&program);
 
-    text = nested_loops(IR_MAX_LOOP_DEPTH + 1, false);
+    text = nested_loops(IR_LOOP_DEPTH_MAX + 1, false);
     cr_assert_null(ir_parse(text, "t", &err));
     free(text);
     cr_assert_eq(err.status, LG_ERR_IR_INVALID);
     cr_assert_str_eq(err.message, "t:263:8: while_loop: loops nest 65 deep through @c: at most "
-                     "64 (IR_MAX_LOOP_DEPTH)");
+                     "64 (IR_LOOP_DEPTH_MAX)");
 }
 
 Test(stage12, two_loops_per_level_are_analysed_once_per_function)
@@ -1000,7 +1000,7 @@ Test(stage12, two_loops_per_level_are_analysed_once_per_function)
         IrMutationSummary *summary = ir_mutation_summary(
             program, mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION, &err);
         cr_assert_not_null(summary, "%s", err.message);
-        IrMutation captured[IR_MAX_ARGS];
+        IrMutation captured[IR_ARGS_MAX];
         ir_summary_loop(summary, &program->functions[0].instrs[1], captured);
         cr_assert(captured[0].mutated, "the mul_ 40 loops down reaches f's loop");
         ir_mutation_summary_free(&summary);
@@ -1034,12 +1034,12 @@ static char *long_chain(size_t count)
 
 Test(stage12, a_program_of_65536_values_compiles_into_one_kernel_and_one_more_is_refused)
 {
-    char *text = long_chain(IR_MAX_VALUES);
+    char *text = long_chain(IR_VALUES_MAX);
     cr_assert_leq(strlen(text), (size_t)1 << 20, "it fits the 1 MiB file limit");
     IrProgram *program = parse_ok(text);
     free(text);
     CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
-    cr_assert_eq(c->nnodes, IR_MAX_VALUES - 1);
+    cr_assert_eq(c->nnodes, IR_VALUES_MAX - 1);
     cr_assert_eq(c->nkernels, 1u, "65,535 pointwise nodes of one element fuse into one kernel");
     LgError err = LG_ERROR_INIT;
     Tensor *e = tensor_full(&F32, 1.5, &err), *k = tensor_full(&F32, 1.5, &err);
@@ -1055,7 +1055,7 @@ Test(stage12, a_program_of_65536_values_compiles_into_one_kernel_and_one_more_is
     compiled_free(&c);
     ir_program_free(&program);
 
-    text = long_chain(IR_MAX_VALUES + 1);
+    text = long_chain(IR_VALUES_MAX + 1);
     cr_assert_null(ir_parse(text, "t", &err));
     free(text);
     cr_assert_eq(err.status, LG_ERR_IR_LIMIT, "a limit of a program file, not a budget");
@@ -1260,7 +1260,7 @@ Test(stage12, the_program_refuses_hostile_files_with_exit_1_or_2)
 {
     static const struct { size_t k; int status; const char *input, *says; } runs[] = {
         {1, 1, "x=1", "its instructions, each loop run once, make 67108868"},
-        {7, 2, "s=1", "loops nest 65 deep through @c: at most 64 (IR_MAX_LOOP_DEPTH)"},
+        {7, 2, "s=1", "loops nest 65 deep through @c: at most 64 (IR_LOOP_DEPTH_MAX)"},
         {11, 2, "x=1", ":65537:6: a function has at most 65536 values: need 65537"},
         {16, 2, "a=1 --input b=1", "the inputs of a run have at most 16777216 elements "
                                    "together: f's parameters have 33554432"},
