@@ -1241,10 +1241,15 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
         {"--momentum 1", 2, "--momentum must be a number in [0, 1): got '1'"},
         {"--momentum -1e-9", 2, "--momentum must be a number in [0, 1): got '-1e-9'"},
         {"--momentum inf", 2, "--momentum must be a number in [0, 1): got 'inf'"},
-        /* --batch: at most the larger training split; iris's own bound is the trainer's */
-        {"--batch 0", 2, "--batch must be an integer in [1, 1438]: got '0'"},
-        {"--batch 1439", 2, "--batch must be an integer in [1, 1438]: got '1439'"},
+        /* --batch: a count, at least 1; at most the training split is the trainer's rule,
+           one rule and one status for every data set and every number */
+        {"--batch 0", 2, "--batch must be an integer in [1, 18446744073709551615]: got '0'"},
         {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
+        {"--batch 1439", 1, "batch must be in [1, 120] (the training examples): got 1439"},
+        {"--digits --batch 1439", 1, "batch must be in [1, 1438] (the training examples): "
+                                     "got 1439"},
+        {"--batch 18446744073709551615", 1, "batch must be in [1, 120] (the training "
+                                            "examples): got 18446744073709551615"},
         /* the table declares the range train_config_check enforces */
         {"--epochs 0", 2, "--epochs must be an integer in [1, 1000000]: got '0'"},
         {"--epochs 1000001", 2, "--epochs must be an integer in [1, 1000000]: got '1000001'"},
@@ -1285,15 +1290,6 @@ Test(stage09, a_fifo_at_an_output_name_is_refused_before_anything)
                                            TRAINDEMO_FIGURE_FILES, ""), 6);
     cr_assert_eq(lg_expect_outputs_refused("stage-09", "--save", TRAINDEMO_SAVE_FILES,
                                            "--epochs 1"), 2);
-}
-
-/* --batch declares what is true of every run: at most the larger training split,
- * digits' 1,438 of 1,797 examples (every fifth is held out); iris's 120 is the trainer's
- * rule, which depends on --digits. */
-Test(stage09, the_batch_range_is_the_larger_training_split)
-{
-    cr_assert_eq(TRAINDEMO_BATCH_MAX, DATASET_DIGITS.rows - DATASET_DIGITS.rows / 5);
-    cr_assert_lt(DATASET_IRIS.rows - DATASET_IRIS.rows / 5, TRAINDEMO_BATCH_MAX);
 }
 
 /* The rules of a run are checked from the data set's spec before anything is allocated:
