@@ -908,7 +908,8 @@ Test(stage09, a_bad_checkpoint_is_refused_whole_and_changes_nothing)
         {nan_row, "\nnan ", 1, "must be finite: got 'nan'"},
         {nan_row, "\ninf ", 1, "must be finite: got 'inf'"},
         {"litgrad-checkpoint 1", "litgrad-checkpoint 2", 1, "version 2 is not supported"},
-        {"epoch 2", "epoch 41", 1, "epoch 41 is past this run's 40 epochs"},
+        {"epoch 2", "epoch 41", 1, "the checkpoint has run 41 epochs, this run asks for 40: "
+         "a run that resumes it needs at least 41"},
         /* a loss sum no run reaches: < 0, or not 0 before the epoch's first step */
         {"loss-sum 0x0p+0", "loss-sum -0x1p+0", 1, "loss-sum must be 0 at step 0 (no example "
          "seen in the epoch): got -1 at step 0"},
@@ -1179,6 +1180,39 @@ Test(stage09, resume_in_a_new_process_gives_the_same_bits_and_curve)
 {
     expect_resume_across_processes("--model mlp");
     expect_resume_across_processes("--model res");
+}
+
+/* A good checkpoint that the resuming run contradicts (fewer epochs than it has run,
+ * another seed) is a broken rule of the run, exit 1, named with both numbers; a file
+ * that is not a checkpoint of this model is a bad input file, exit 2. One line each,
+ * nothing on standard output. */
+Test(stage09, a_run_that_contradicts_its_checkpoint_is_exit_1_a_bad_file_exit_2)
+{
+    char dir[32], args[256], file[64], want[256];
+    scratch_make(dir);
+    snprintf(file, sizeof file, "%s/stage-09.ckpt", dir);
+    snprintf(args, sizeof args, "--epochs 3 --save %s", dir);
+    ProgramRun saved;
+    run_program(&saved, "stage-09", args);
+    cr_assert_eq(saved.status, 0, "%s", saved.output);
+    const struct { const char *args; int status; const char *message; } cases[] = {
+        {"--epochs 2", 1, ":8: the checkpoint has run 3 epochs, this run asks for 2: a run "
+                          "that resumes it needs at least 3"},
+        {"--epochs 3 --seed 2", 1, ":4: made with seed 1, this run has seed 2"},
+        {"--epochs 3 --hidden 8", 2, ":3: a checkpoint of another model: plan fingerprint"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static LgRun run;
+        snprintf(args, sizeof args, "%s --resume %s", cases[i].args, file);
+        lg_run(&run, "", "stage-09", args);
+        cr_assert_eq(run.status, cases[i].status, "%s: %d %s", args, run.status, run.err);
+        cr_assert_str_eq(run.out, "", "%s", args);
+        snprintf(want, sizeof want, "stage-09: error: %s%s", file, cases[i].message);
+        cr_assert(strncmp(run.err, want, strlen(want)) == 0 &&
+                      strchr(run.err, '\n') == run.err + strlen(run.err) - 1,
+                  "%s: %s", args, run.err);
+    }
+    scratch_remove(dir);
 }
 
 static size_t entries(const char *dir)
