@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -1224,6 +1226,67 @@ static size_t entries(const char *dir)
         n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
     closedir(d);
     return n;
+}
+
+/* Run build/bin/stage-09 with args (no shell) under a limit of `bytes` on the size of
+ * any file it writes, SIGXFSZ ignored, so that a write past the limit fails with EFBIG
+ * as a full disk would fail it. Its standard output and error go to dir/out, dir/err
+ * (each read into out, err). Returns the exit status, or -1. */
+static int run_with_file_size_limit(rlim_t bytes, const char *dir, char *const args[],
+                                    char out[4096], char err[4096])
+{
+    char out_path[64], err_path[64];
+    snprintf(out_path, sizeof out_path, "%s/out", dir);
+    snprintf(err_path, sizeof err_path, "%s/err", dir);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        struct rlimit limit = {bytes, bytes};
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0 ||
+            setrlimit(RLIMIT_FSIZE, &limit) != 0 || signal(SIGXFSZ, SIG_IGN) == SIG_ERR)
+            _exit(126);
+        execv(LG_BIN_DIR "/stage-09", args);
+        _exit(127);
+    }
+    int raw;
+    cr_assert_eq(waitpid(pid, &raw, 0), pid);
+    lg_read_file(out_path, out, 4096);
+    lg_read_file(err_path, err, 4096);
+    unlink(out_path);
+    unlink(err_path);
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+/* A checkpoint or a chart's file that cannot be written (the file-size limit, as a full
+ * disk) is a failed write of an output, exit 1 as for standard output, in one line that
+ * names the file; nothing is left in the directory, neither the file nor its temporary. */
+Test(stage09, a_failed_write_of_a_checkpoint_is_exit_1_naming_the_file)
+{
+    char dir[32], save[48], out[4096], err[4096], want[160];
+    scratch_make(dir);
+    snprintf(save, sizeof save, "%s/save", dir);
+    cr_assert_eq(mkdir(save, 0700), 0);
+    char *args[] = {"stage-09", "--epochs", "1", "--save", save, NULL};
+    int status = run_with_file_size_limit(4096, dir, args, out, err);
+    snprintf(want, sizeof want, "stage-09: error: cannot write %s/stage-09.ckpt: %s\n", save,
+             strerror(EFBIG));
+    cr_assert_eq(status, 1, "%d %s", status, err);
+    cr_assert_str_eq(err, want);
+    cr_assert_eq(entries(save), 0, "nothing left in %s", save);
+    rmdir(save);
+    /* the chart run: its first file in place is iris's checkpoint, after iris's run */
+    char *chart[] = {"stage-09", "--figure-data", save, NULL};
+    cr_assert_eq(mkdir(save, 0700), 0);
+    status = run_with_file_size_limit(4096, dir, chart, out, err);
+    snprintf(want, sizeof want, "stage-09: error: cannot write %s/fig-09-iris.ckpt: %s\n",
+             save, strerror(EFBIG));
+    cr_assert_eq(status, 1, "%d %s", status, err);
+    cr_assert_str_eq(err, want);
+    cr_assert_eq(entries(save), 0, "nothing left in %s", save);
+    rmdir(save);
+    scratch_remove(dir);
 }
 
 /* The default run saves its checkpoints under a directory that mkdtemp made in $TMPDIR,
