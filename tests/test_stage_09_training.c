@@ -1229,11 +1229,13 @@ static size_t entries(const char *dir)
 }
 
 /* Run build/bin/stage-09 with args (no shell) under a limit of `bytes` on the size of
- * any file it writes, SIGXFSZ ignored, so that a write past the limit fails with EFBIG
- * as a full disk would fail it. Its standard output and error go to dir/out, dir/err
- * (each read into out, err). Returns the exit status, or -1. */
-static int run_with_file_size_limit(rlim_t bytes, const char *dir, char *const args[],
-                                    char out[4096], char err[4096])
+ * any file it writes, with TMPDIR=tmpdir if not NULL. With ignore, SIGXFSZ is ignored,
+ * so that a write past the limit fails with EFBIG as a full disk would fail it; without,
+ * SIGXFSZ ends the run as it does by default. Its standard output and error go to
+ * dir/out, dir/err (each read into out, err). Returns the exit status, or 128 + the
+ * signal that ended it, as a shell reports it. */
+static int run_limited(rlim_t bytes, int ignore, const char *tmpdir, const char *dir,
+                       char *const args[], char out[4096], char err[4096])
 {
     char out_path[64], err_path[64];
     snprintf(out_path, sizeof out_path, "%s/out", dir);
@@ -1245,7 +1247,9 @@ static int run_with_file_size_limit(rlim_t bytes, const char *dir, char *const a
         int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0 ||
-            setrlimit(RLIMIT_FSIZE, &limit) != 0 || signal(SIGXFSZ, SIG_IGN) == SIG_ERR)
+            setrlimit(RLIMIT_FSIZE, &limit) != 0 ||
+            signal(SIGXFSZ, ignore ? SIG_IGN : SIG_DFL) == SIG_ERR ||
+            (tmpdir != NULL && setenv("TMPDIR", tmpdir, 1) != 0))
             _exit(126);
         execv(LG_BIN_DIR "/stage-09", args);
         _exit(127);
@@ -1256,7 +1260,7 @@ static int run_with_file_size_limit(rlim_t bytes, const char *dir, char *const a
     lg_read_file(err_path, err, 4096);
     unlink(out_path);
     unlink(err_path);
-    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
 }
 
 /* A checkpoint or a chart's file that cannot be written (the file-size limit, as a full
@@ -1269,7 +1273,7 @@ Test(stage09, a_failed_write_of_a_checkpoint_is_exit_1_naming_the_file)
     snprintf(save, sizeof save, "%s/save", dir);
     cr_assert_eq(mkdir(save, 0700), 0);
     char *args[] = {"stage-09", "--epochs", "1", "--save", save, NULL};
-    int status = run_with_file_size_limit(4096, dir, args, out, err);
+    int status = run_limited(4096, 1, NULL, dir, args, out, err);
     snprintf(want, sizeof want, "stage-09: error: cannot write %s/stage-09.ckpt: %s\n", save,
              strerror(EFBIG));
     cr_assert_eq(status, 1, "%d %s", status, err);
@@ -1279,13 +1283,36 @@ Test(stage09, a_failed_write_of_a_checkpoint_is_exit_1_naming_the_file)
     /* the chart run: its first file in place is iris's checkpoint, after iris's run */
     char *chart[] = {"stage-09", "--figure-data", save, NULL};
     cr_assert_eq(mkdir(save, 0700), 0);
-    status = run_with_file_size_limit(4096, dir, chart, out, err);
+    status = run_limited(4096, 1, NULL, dir, chart, out, err);
     snprintf(want, sizeof want, "stage-09: error: cannot write %s/fig-09-iris.ckpt: %s\n",
              save, strerror(EFBIG));
     cr_assert_eq(status, 1, "%d %s", status, err);
     cr_assert_str_eq(err, want);
     cr_assert_eq(entries(save), 0, "nothing left in %s", save);
     rmdir(save);
+    scratch_remove(dir);
+}
+
+/* A run that a signal ends while it writes (SIGXFSZ: a file past `ulimit -f`, with its
+ * default action) leaves nothing behind: not the chart run's temporary files nor the
+ * checkpoint it had placed, not the default run's directory in TMPDIR (whose resume
+ * checkpoint, 5,789 bytes, is the first file past 5,120 bytes). The run still ends by
+ * the signal. */
+Test(stage09, a_run_that_a_signal_ends_leaves_no_file_behind)
+{
+    char dir[32], into[48], out[4096], err[4096];
+    scratch_make(dir);
+    snprintf(into, sizeof into, "%s/into", dir);
+    cr_assert_eq(mkdir(into, 0700), 0);
+    char *chart[] = {"stage-09", "--figure-data", into, NULL};
+    int status = run_limited(4096, 0, NULL, dir, chart, out, err);
+    cr_assert_eq(status, 128 + SIGXFSZ, "%d %s", status, err);
+    cr_assert_eq(entries(into), 0, "nothing left in %s", into);
+    char *plain[] = {"stage-09", NULL};
+    status = run_limited(5120, 0, into, dir, plain, out, err);
+    cr_assert_eq(status, 128 + SIGXFSZ, "%d %s", status, err);
+    cr_assert_eq(entries(into), 0, "nothing left in %s", into);
+    rmdir(into);
     scratch_remove(dir);
 }
 
