@@ -769,6 +769,34 @@ Test(stage10, command_line_inputs_are_checked_before_any_tensor_exists)
 /* A limit of a program file is a bad input file, exit 2, like a broken rule of its
  * grammar: one value more than a function may hold, and parameters with more elements
  * than the inputs of a run may have. */
+/* A program that computes NaN breaks no rule (IEEE 754, as in PyTorch): exit 0, and the
+ * NaN is printed "nan" with its bits, never "-nan", whatever its sign bit: of 0/0 and its
+ * negation, one has the sign bit set. */
+Test(stage10, a_computed_nan_is_a_value_printed_nan_with_its_bits)
+{
+    char file[] = "/tmp/lg10-zero-by-zero-XXXXXX";
+    int fd = mkstemp(file);
+    cr_assert_geq(fd, 0);
+    static const char text[] = "def f(%x: f32[]) {\n  %y = div(%x, %x)\n  %z = neg(%y)\n"
+                               "  return %y, %z\n}\n";
+    cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+    char args[96];
+    snprintf(args, sizeof args, "%s --input x=0", file);
+    static LgRun run;
+    lg_run(&run, "", "stage-10", args);
+    unlink(file);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    cr_assert_str_eq(run.err, "");
+    cr_assert_null(strstr(run.out, ": -nan"), "%s", run.out);
+    unsigned y = 0, z = 0; /* the bits: one of the two NaNs has its sign bit set */
+    const char *at = strstr(run.out, "returned %y: nan (0x");
+    cr_assert(at != NULL && sscanf(at, "returned %%y: nan (0x%x)", &y) == 1, "%s", run.out);
+    at = strstr(run.out, "returned %z: nan (0x");
+    cr_assert(at != NULL && sscanf(at, "returned %%z: nan (0x%x)", &z) == 1, "%s", run.out);
+    cr_assert_eq(y ^ z, 0x80000000u, "neg flips the sign bit alone: %08x %08x", y, z);
+}
+
 Test(stage10, a_limit_of_a_program_file_is_a_bad_input_file)
 {
     static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
