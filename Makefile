@@ -556,16 +556,19 @@ $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-bo
 # body of a Verbatim for the PDF (-patch.tex). The patch file itself is what git applies.
 # A solution whose point is a few hunks of a long patch names them
 # ("% litgrad-solution-hunks: NN-K REGEX" in its solutions_NN.nw): the book and the web
-# edition print only the hunks with a line that matches, the companion prints the whole
-# patch (-whole.tex, beside the outcome).
+# edition print only the hunks with a line that matches. The book also collapses a long
+# run of removed lines into one line that counts them (the web edition prints them). Where
+# the book's listing is not the whole patch, the companion prints the whole patch
+# (-whole.tex, beside the outcome).
 sol_hunks = $(shell sed -n 's/^% litgrad-solution-hunks: $(1) //p' $(SOLUTIONS))
 build/results/solution-%.patch: solutions/%.patch tools/solution-patch-show $(SOLUTIONS)
 	$(Q)mkdir -p $(@D)
-	$(Q)tools/solution-patch-show $(if $(call sol_hunks,$*),--hunks '$(call sol_hunks,$*)') $< > $@
+	$(Q)tools/solution-patch-show --whole $(if $(call sol_hunks,$*),--hunks '$(call sol_hunks,$*)') $< > $@
 build/results/solution-%-patch.tex: solutions/%.patch tools/solution-patch-show $(SOLUTIONS)
 	$(Q)mkdir -p $(@D)
 	$(Q)tools/solution-patch-show --tex $(if $(call sol_hunks,$*),--hunks '$(call sol_hunks,$*)') $< > $@
-	$(Q)$(if $(call sol_hunks,$*),tools/solution-patch-show --tex $< > $(@:-patch.tex=-whole.tex),rm -f $(@:-patch.tex=-whole.tex))
+	$(Q)tools/solution-patch-show --tex --whole $< > $(@:-patch.tex=-whole.tex)
+	$(Q)if cmp -s $@ $(@:-patch.tex=-whole.tex); then rm -f $(@:-patch.tex=-whole.tex); fi
 build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
 	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
 	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
