@@ -739,3 +739,29 @@ Test(stage01, every_program_quotes_a_long_word_cut_with_its_length)
                       "%s: %s", program, run.err);
     }
 }
+
+/* The temporary file is recorded for removal from the moment it exists: a signal that
+ * ends the run right after cli_open_temp, before the caller does anything else, leaves
+ * nothing behind (the handler removes the file, then ends the run by the signal). */
+Test(stage01, a_signal_right_after_cli_open_temp_leaves_no_file)
+{
+    char dir[] = "/tmp/lg01-sig-XXXXXX", path[128];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/data.txt", dir);
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        signal(SIGTERM, SIG_DFL);
+        LgError err = LG_ERROR_INIT;
+        char temp[160];
+        if (cli_open_temp(path, temp, sizeof temp, &err) < 0)
+            _exit(3);
+        raise(SIGTERM);
+        _exit(4); /* not reached: the signal ends the child */
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
+    cr_assert_eq(lg_count_entries(dir), 0, "the temporary file was left in %s", dir);
+    cr_assert_eq(rmdir(dir), 0);
+}
