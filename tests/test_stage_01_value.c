@@ -1,6 +1,8 @@
 /* Stage 01: Values on a tape, the error model, the one allocator, strict parsing. */
+#define _GNU_SOURCE /* RTLD_NEXT: the test's mkdtemp calls the C library's */
 #include "litgrad_test.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -763,5 +765,45 @@ Test(stage01, a_signal_right_after_cli_open_temp_leaves_no_file)
     cr_assert_eq(waitpid(child, &status, 0), child);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
     cr_assert_eq(lg_count_entries(dir), 0, "the temporary file was left in %s", dir);
+    cr_assert_eq(rmdir(dir), 0);
+}
+
+/* Set in a child of the test below: mkdtemp then sends SIGTERM to its process at once,
+ * the moment its directory exists, before its caller can record it. */
+static volatile sig_atomic_t signal_after_mkdtemp;
+
+/* The C library's mkdtemp, which this test binary's calls (cli.c's among them) reach
+ * through this one; it raises SIGTERM after making the directory if the flag is set. */
+char *mkdtemp(char *template)
+{
+    char *(*made_by)(char *);
+    void *found = dlsym(RTLD_NEXT, "mkdtemp");
+    memcpy(&made_by, &found, sizeof made_by);
+    char *dir = made_by(template);
+    if (dir != NULL && signal_after_mkdtemp)
+        raise(SIGTERM);
+    return dir;
+}
+
+/* A signal that arrives the moment cli_make_temp_dir's directory exists waits until the
+ * directory is recorded: the handler removes it, then the signal ends the run. */
+Test(stage01, a_signal_right_after_mkdtemp_leaves_no_directory)
+{
+    char dir[] = "/tmp/lg01-sig-XXXXXX", made[128];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(made, sizeof made, "%s/scratch-XXXXXX", dir);
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        signal(SIGTERM, SIG_DFL);
+        signal_after_mkdtemp = 1;
+        if (cli_make_temp_dir(made) == NULL)
+            _exit(3);
+        _exit(4); /* not reached: the signal ends the child */
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
+    cr_assert_eq(lg_count_entries(dir), 0, "the new directory was left in %s", dir);
     cr_assert_eq(rmdir(dir), 0);
 }

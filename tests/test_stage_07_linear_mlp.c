@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include "cost.h"
 #include "init.h"
@@ -1383,6 +1384,48 @@ Test(stage07, figure_data_draws_the_planned_forward_with_its_node_counts)
     };
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++)
         cr_assert(strstr(text, expected[i]), "%s missing: %s", expected[i], text);
+}
+
+/* The two figures are one output, all or nothing: under a file-size limit of 1024 bytes
+ * the plan's figure (703 bytes) fits and the seal's (1948) does not. Whether the write
+ * fails with EFBIG (SIGXFSZ ignored: exit 1, one line naming the file) or SIGXFSZ ends
+ * the run, nothing is left in the directory, neither a figure nor a temporary file. */
+Test(stage07, a_figure_run_stopped_by_the_file_size_limit_leaves_nothing)
+{
+    for (int ignore = 1; ignore >= 0; ignore--) {
+        char dir[] = "/tmp/litgrad-figure-XXXXXX", err_path[64], err[512], want[160];
+        cr_assert_not_null(mkdtemp(dir));
+        char into[48];
+        snprintf(into, sizeof into, "%s/into", dir);
+        snprintf(err_path, sizeof err_path, "%s/err", dir);
+        cr_assert_eq(mkdir(into, 0700), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            struct rlimit limit = {1024, 1024};
+            int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (e < 0 || dup2(e, 2) < 0 || setrlimit(RLIMIT_FSIZE, &limit) != 0 ||
+                signal(SIGXFSZ, ignore ? SIG_IGN : SIG_DFL) == SIG_ERR)
+                _exit(126);
+            execl(LG_BIN_DIR "/stage-07", "stage-07", "--figure-data", into, (char *)NULL);
+            _exit(127);
+        }
+        int raw;
+        cr_assert_eq(waitpid(pid, &raw, 0), pid);
+        lg_read_file(err_path, err, sizeof err);
+        if (ignore) {
+            snprintf(want, sizeof want, "stage-07: error: cannot write %s/fig-07-seal.dot: "
+                     "%s\n", into, strerror(EFBIG));
+            cr_assert(WIFEXITED(raw) && WEXITSTATUS(raw) == 1, "status %#x %s", raw, err);
+            cr_assert_str_eq(err, want);
+        } else {
+            cr_assert(WIFSIGNALED(raw) && WTERMSIG(raw) == SIGXFSZ, "status %#x", raw);
+        }
+        cr_assert_eq(lg_count_entries(into), 0, "a figure was left in %s", into);
+        cr_assert_eq(rmdir(into), 0);
+        cr_assert_eq(unlink(err_path), 0);
+        cr_assert_eq(rmdir(dir), 0);
+    }
 }
 
 /* A FIFO or a symbolic link at the figure's name is refused when the command line is

@@ -1214,6 +1214,17 @@ Test(stage09, a_run_that_contradicts_its_checkpoint_is_exit_1_a_bad_file_exit_2)
                       strchr(run.err, '\n') == run.err + strlen(run.err) - 1,
                   "%s: %s", args, run.err);
     }
+    /* A whole file, crc correct, whose epoch no run can reach is a bad file, exit 2. */
+    size_t n;
+    write_edited(file, slurp(file, &n), "\nepoch 3\n", "\nepoch 1000001\n", 1);
+    static LgRun run;
+    snprintf(args, sizeof args, "--epochs 3 --resume %s", file);
+    lg_run(&run, "", "stage-09", args);
+    snprintf(want, sizeof want, "stage-09: error: %s:8: epoch 1000001 is past the limit of "
+             "1000000 epochs a run can have\n", file);
+    cr_assert_eq(run.status, 2, "%d %s", run.status, run.err);
+    cr_assert_str_eq(run.out, "");
+    cr_assert_str_eq(run.err, want);
     scratch_remove(dir);
 }
 
@@ -1351,6 +1362,31 @@ Test(stage09, the_program_finds_its_data_from_any_working_directory)
     cr_assert_eq(run.status, 0, "%s", run.output);
     cr_assert_not_null(strstr(run.output, "iris mlp: test accuracy 0.9000 (27 of 30)"), "%s",
                        run.output);
+}
+
+/* --help says that the chart run and the benchmark take the chapter's settings, so that
+ * --epochs and --figure-data exclude each other; the program refuses the two together,
+ * exit 2, in one line that names both, and writes nothing. */
+Test(stage09, help_says_that_epochs_and_figure_data_exclude_each_other)
+{
+    ProgramRun run;
+    run_program(&run, "stage-09", "--help");
+    cr_assert_eq(run.status, 0);
+    cr_assert_not_null(strstr(run.output, "--figure-data and --bench run the chapter's "
+                                          "settings: they\nexclude each other, every "
+                                          "training option (--epochs, --save...) and DATA."),
+                       "%s", run.output);
+    char dir[32], args[96];
+    scratch_make(dir);
+    snprintf(args, sizeof args, "--epochs 2 --figure-data %s", dir);
+    static LgRun refused;
+    lg_run(&refused, "", "stage-09", args);
+    cr_assert_eq(refused.status, 2, "%s", refused.err);
+    cr_assert_str_eq(refused.out, "");
+    cr_assert_str_eq(refused.err, "stage-09: error: options '--epochs' and '--figure-data' "
+                                  "exclude each other; try 'stage-09 --help'\n");
+    cr_assert_eq(entries(dir), 0, "nothing written in %s", dir);
+    scratch_remove(dir);
 }
 
 Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status)
