@@ -1174,10 +1174,10 @@ Test(stage12, eager_and_compiled_charge_the_same_work_at_the_bound)
         char text[256];
         snprintf(text, sizeof text, "def f(%%x: f32[]) {\n  %%v0 = full([%zu], 1, f32)\n"
                  "  %%v1 = exp(%%v0)\n  %%v2 = exp(%%v1)\n  %%v3 = exp(%%v2)\n"
-                 "  return %%x\n}\n", (size_t)TENSOR_MAX_NUMEL - 64 + extra);
+                 "  return %%x\n}\n", (size_t)TENSOR_NUMEL_MAX - 64 + extra);
         IrProgram *program = parse_ok(text);
         size_t *table = interp_work_table(program, &err);
-        cr_assert_eq(table[0], INTERP_MAX_WORK + 4 * extra);
+        cr_assert_eq(table[0], INTERP_WORK_MAX + 4 * extra);
         mem_free(table);
         CompileOptions options;
         memset(&options, 0, sizeof options);
@@ -1209,8 +1209,8 @@ Test(stage12, eager_and_compiled_charge_the_same_work_at_the_bound)
     size_t *table = interp_work_table(program, &err);
     cr_assert_eq(table[0], 1236u);
     cr_assert_eq(table[1] + table[2], 1040u, "cond and body: one iteration");
-    cr_assert_leq(1236u + 64526u * 1040u, INTERP_MAX_WORK);
-    cr_assert_gt(1236u + 64527u * 1040u, INTERP_MAX_WORK);
+    cr_assert_leq(1236u + 64526u * 1040u, INTERP_WORK_MAX);
+    cr_assert_gt(1236u + 64527u * 1040u, INTERP_WORK_MAX);
     mem_free(table);
     LgStatus status[2];
     char message[2][512];

@@ -28,7 +28,7 @@
  * the tests check (a storage of 2^24 elements, copied a dozen times under the
  * sanitizers, takes seconds). */
 enum { FUZZ_CALLS = 3 };
-#define FUZZ_MAX_RUN_ELEMENTS ((size_t)1 << 18)
+#define FUZZ_RUN_ELEMENTS_MAX ((size_t)1 << 18)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -147,7 +147,7 @@ static void run_side_by_side(const ViewProgram *pr, ViewAnalysis analysis)
         return;
     }
     ViewInputs in[2] = {{0}, {0}};
-    if (storage_elements(pr) > FUZZ_MAX_RUN_ELEMENTS) {
+    if (storage_elements(pr) > FUZZ_RUN_ELEMENTS_MAX) {
         view_compiled_free(&c);
         return;
     }
