@@ -282,7 +282,7 @@ Test(stage12, a_cond_false_at_once_still_runs_once)
         CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
         bool value = true;
         const IrInstr *loop = &program->functions[0].instrs[3];
-        cr_assert_eq(ir_loop_cond_constant(program, loop, &value), t == 1);
+        cr_assert_eq(loop_cond_constant(program, loop, &value), t == 1);
         for (int compiled = 0; compiled < 2; compiled++) {
             LgError err = LG_ERROR_INIT;
             Tensor *state = tensor_full(&F32, 1.0, &err);
@@ -358,8 +358,8 @@ Test(stage12, two_captured_tensors_one_mutated_in_cond_one_in_body)
     }
     IrMutation captured[IR_ARGS_MAX];
     LgError err = LG_ERROR_INIT;
-    cr_assert_eq(ir_loop_mutations(program, &program->functions[0].instrs[3], IR_ANALYSIS_UNION,
-                                   captured, &err), LG_OK);
+    cr_assert_eq(loop_mutations(program, &program->functions[0].instrs[3], IR_ANALYSIS_UNION,
+                                captured, &err), LG_OK);
     cr_assert(captured[0].mutated && captured[1].mutated);
     cr_assert_eq(captured[0].function, 1u, "%%a: found in cond");
     cr_assert_eq(captured[1].function, 2u, "%%b: found in body");
@@ -997,13 +997,13 @@ Test(stage12, two_loops_per_level_are_analysed_once_per_function)
     free(text);
     LgError err = LG_ERROR_INIT;
     for (int mode = 0; mode < 2; mode++) {
-        IrMutationSummary *summary = ir_mutation_summary(
+        IrMutationSummary *summary = loop_mutation_summary(
             program, mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION, &err);
         cr_assert_not_null(summary, "%s", err.message);
         IrMutation captured[IR_ARGS_MAX];
-        ir_summary_loop(summary, &program->functions[0].instrs[1], captured);
+        loop_summary_loop(summary, &program->functions[0].instrs[1], captured);
         cr_assert(captured[0].mutated, "the mul_ 40 loops down reaches f's loop");
-        ir_mutation_summary_free(&summary);
+        loop_mutation_summary_free(&summary);
     }
     CompileOptions options;
     memset(&options, 0, sizeof options);
@@ -1174,10 +1174,10 @@ Test(stage12, eager_and_compiled_charge_the_same_work_at_the_bound)
         char text[256];
         snprintf(text, sizeof text, "def f(%%x: f32[]) {\n  %%v0 = full([%zu], 1, f32)\n"
                  "  %%v1 = exp(%%v0)\n  %%v2 = exp(%%v1)\n  %%v3 = exp(%%v2)\n"
-                 "  return %%x\n}\n", (size_t)TENSOR_MAX_NUMEL - 64 + extra);
+                 "  return %%x\n}\n", (size_t)TENSOR_NUMEL_MAX - 64 + extra);
         IrProgram *program = parse_ok(text);
         size_t *table = interp_work_table(program, &err);
-        cr_assert_eq(table[0], INTERP_MAX_WORK + 4 * extra);
+        cr_assert_eq(table[0], INTERP_WORK_MAX + 4 * extra);
         mem_free(table);
         CompileOptions options;
         memset(&options, 0, sizeof options);
@@ -1209,8 +1209,8 @@ Test(stage12, eager_and_compiled_charge_the_same_work_at_the_bound)
     size_t *table = interp_work_table(program, &err);
     cr_assert_eq(table[0], 1236u);
     cr_assert_eq(table[1] + table[2], 1040u, "cond and body: one iteration");
-    cr_assert_leq(1236u + 64526u * 1040u, INTERP_MAX_WORK);
-    cr_assert_gt(1236u + 64527u * 1040u, INTERP_MAX_WORK);
+    cr_assert_leq(1236u + 64526u * 1040u, INTERP_WORK_MAX);
+    cr_assert_gt(1236u + 64527u * 1040u, INTERP_WORK_MAX);
     mem_free(table);
     LgStatus status[2];
     char message[2][512];

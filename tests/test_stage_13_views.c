@@ -109,9 +109,9 @@ typedef struct BothCalls {
 static void call_both(const ViewProgram *pr, const ViewCompiled *c, BothCalls *b)
 {
     LgError err = LG_ERROR_INIT;
-    cr_assert_eq(view_eager_call(pr, &b->eager_in, &b->eager, &err), LG_OK, "%s",
+    cr_assert_eq(viewexec_eager_call(pr, &b->eager_in, &b->eager, &err), LG_OK, "%s",
                  err.message);
-    cr_assert_eq(view_compiled_call(c, &b->compiled_in, &b->compiled, &err), LG_OK, "%s",
+    cr_assert_eq(viewexec_compiled_call(c, &b->compiled_in, &b->compiled, &err), LG_OK, "%s",
                  err.message);
     size_t total = 0;
     for (size_t r = 0; r < b->eager.count; r++)
@@ -127,21 +127,21 @@ static void both_begin(const ViewProgram *pr, BothCalls *b)
 {
     LgError err = LG_ERROR_INIT;
     memset(b, 0, sizeof *b);
-    cr_assert_eq(view_inputs_new(pr, &b->eager_in, &err), LG_OK);
-    cr_assert_eq(view_inputs_new(pr, &b->compiled_in, &err), LG_OK);
+    cr_assert_eq(viewexec_inputs_new(pr, &b->eager_in, &err), LG_OK);
+    cr_assert_eq(viewexec_inputs_new(pr, &b->compiled_in, &err), LG_OK);
 }
 
 static void both_results_free(BothCalls *b)
 {
-    view_results_free(&b->eager);
-    view_results_free(&b->compiled);
+    viewexec_results_free(&b->eager);
+    viewexec_results_free(&b->compiled);
 }
 
 static void both_end(BothCalls *b)
 {
     both_results_free(b);
-    view_inputs_free(&b->eager_in);
-    view_inputs_free(&b->compiled_in);
+    viewexec_inputs_free(&b->eager_in);
+    viewexec_inputs_free(&b->compiled_in);
 }
 
 static ViewCompiled *compile_or_fail(const ViewProgram *pr, ViewAnalysis analysis,
@@ -149,7 +149,7 @@ static ViewCompiled *compile_or_fail(const ViewProgram *pr, ViewAnalysis analysi
 {
     LgError err = LG_ERROR_INIT;
     ViewCompileOptions options = {analysis, one_at_a_time};
-    ViewCompiled *c = view_compile(pr, &options, &err);
+    ViewCompiled *c = viewexec_compile(pr, &options, &err);
     cr_assert_not_null(c, "%s", err.message);
     return c;
 }
@@ -328,11 +328,11 @@ Test(stage13, issue_196903_gives_eagers_values_compiled_and_eager)
         expect_floats(b.eager_in.elems[value_named(pr, "buf")], buf, 8, "buf");
         both_results_free(&b);
     }
-    ViewCompileStats s = view_compiled_stats(c);
+    ViewCompileStats s = viewexec_compiled_stats(c);
     cr_assert_eq(s.copy_back_elements, 4, "the captured half alone is copied back");
     cr_assert_eq(s.nodes, 2);
     both_end(&b);
-    view_compiled_free(&c);
+    viewexec_compiled_free(&c);
     view_program_free(&pr);
 }
 
@@ -376,7 +376,7 @@ Test(stage13, only_the_elements_a_loop_writes_must_avoid_its_carried_views)
     expect_floats(b.compiled.elems, (const float[]){2, 3, 3, 3, 3}, 5, "returned");
     expect_floats(b.compiled_in.elems[0], (const float[]){1, 1, 1, 1, 3, 3, 3, 3}, 8, "x");
     both_end(&b);
-    view_compiled_free(&c);
+    viewexec_compiled_free(&c);
     LgError err = LG_ERROR_INIT;
     cr_assert_eq(view_check_program(pr, "r.lgv", VIEW_ANALYSIS_WHOLE_STORAGE, &err),
                  LG_ERR_IR_INVALID);
@@ -398,9 +398,9 @@ Test(stage13, a_write_through_one_view_is_seen_through_another)
         expect_floats(b.compiled_in.elems[0], (const float[]){2, 1}, 2, "a");
         both_results_free(&b);
     }
-    cr_assert_eq(view_compiled_stats(c).copy_back_elements, 1, "only a[0] was written");
+    cr_assert_eq(viewexec_compiled_stats(c).copy_back_elements, 1, "only a[0] was written");
     both_end(&b);
-    view_compiled_free(&c);
+    viewexec_compiled_free(&c);
     view_program_free(&pr);
 }
 
@@ -421,7 +421,7 @@ Test(stage13, a_loops_outputs_never_alias_its_inputs_after_zero_iterations)
         both_results_free(&b);
     }
     both_end(&b);
-    view_compiled_free(&c);
+    viewexec_compiled_free(&c);
     view_program_free(&pr);
 }
 
@@ -449,17 +449,17 @@ Test(stage13, a_carry_is_one_parallel_assignment_in_eager_and_compiled)
             both_results_free(&b);
         }
         both_end(&b);
-        view_compiled_free(&c);
+        viewexec_compiled_free(&c);
         c = compile_or_fail(pr, VIEW_ANALYSIS_EXACT, true);
         ViewInputs in;
         ViewResults r;
         LgError err = LG_ERROR_INIT;
-        cr_assert_eq(view_inputs_new(pr, &in, &err), LG_OK);
-        cr_assert_eq(view_compiled_call(c, &in, &r, &err), LG_OK);
+        cr_assert_eq(viewexec_inputs_new(pr, &in, &err), LG_OK);
+        cr_assert_eq(viewexec_compiled_call(c, &in, &r, &err), LG_OK);
         expect_floats(r.elems, cases[k].naive, cases[k].n, "one at a time");
-        view_results_free(&r);
-        view_inputs_free(&in);
-        view_compiled_free(&c);
+        viewexec_results_free(&r);
+        viewexec_inputs_free(&in);
+        viewexec_compiled_free(&c);
         view_program_free(&pr);
     }
 }
@@ -471,7 +471,7 @@ Test(stage13, disjoint_strided_views_fuse_and_whole_storage_splits_them)
     ViewProgram *pr = load_checked("disjoint_halves.lgv");
     ViewCompiled *exact = compile_or_fail(pr, VIEW_ANALYSIS_EXACT, false);
     ViewCompiled *whole = compile_or_fail(pr, VIEW_ANALYSIS_WHOLE_STORAGE, false);
-    ViewCompileStats e = view_compiled_stats(exact), w = view_compiled_stats(whole);
+    ViewCompileStats e = viewexec_compiled_stats(exact), w = viewexec_compiled_stats(whole);
     cr_assert_eq(e.nodes, 3);
     cr_assert_eq(e.deps, 2, "the sum reads each view after its write: two RAW");
     cr_assert_eq(e.kernels, 1);
@@ -483,8 +483,8 @@ Test(stage13, disjoint_strided_views_fuse_and_whole_storage_splits_them)
     expect_floats(b.eager.elems, (const float[]){104, 110, 116, 122}, 4, "sum");
     both_results_free(&b);
     both_end(&b);
-    view_compiled_free(&exact);
-    view_compiled_free(&whole);
+    viewexec_compiled_free(&exact);
+    viewexec_compiled_free(&whole);
     view_program_free(&pr);
 }
 
@@ -572,20 +572,20 @@ Test(stage13, every_allocation_failure_leaves_nothing)
         LgStatus status = pr == NULL ? err.status : LG_OK;
         if (status == LG_OK)
             status = view_check_program(pr, "t", VIEW_ANALYSIS_EXACT, &err);
-        if (status == LG_OK && (c = view_compile(pr, NULL, &err)) == NULL)
+        if (status == LG_OK && (c = viewexec_compile(pr, NULL, &err)) == NULL)
             status = err.status;
         if (status == LG_OK)
-            status = view_inputs_new(pr, &in, &err);
+            status = viewexec_inputs_new(pr, &in, &err);
         if (status == LG_OK)
-            status = view_compiled_call(c, &in, &r, &err);
+            status = viewexec_compiled_call(c, &in, &r, &err);
         if (status == LG_OK)
-            view_results_free(&r);
-        if (status == LG_OK && (status = view_eager_call(pr, &in, &r, &err)) == LG_OK)
-            view_results_free(&r);
+            viewexec_results_free(&r);
+        if (status == LG_OK && (status = viewexec_eager_call(pr, &in, &r, &err)) == LG_OK)
+            viewexec_results_free(&r);
         mem_fail_at(0);
         if (in.elems != NULL)
-            view_inputs_free(&in);
-        view_compiled_free(&c);
+            viewexec_inputs_free(&in);
+        viewexec_compiled_free(&c);
         view_program_free(&pr);
         cr_assert_eq(mem_live_blocks(), 0, "k = %zu", k);
         if (status == LG_OK)
@@ -610,10 +610,10 @@ Test(stage13, ten_thousand_overlapping_views_make_one_dependency_per_neighbour)
     }
     ViewProgram *pr = parse_checked(text, VIEW_ANALYSIS_EXACT);
     ViewCompiled *c = compile_or_fail(pr, VIEW_ANALYSIS_EXACT, false);
-    ViewCompileStats s = view_compiled_stats(c);
+    ViewCompileStats s = viewexec_compiled_stats(c);
     cr_assert_eq(s.nodes, 10000);
     cr_assert_eq(s.deps, 9999);
-    view_compiled_free(&c);
+    viewexec_compiled_free(&c);
     view_program_free(&pr);
     free(text);
 }
@@ -629,13 +629,13 @@ Test(stage13, a_loop_that_never_ends_is_stopped_the_same_way_both_ways)
     LgError e1 = LG_ERROR_INIT, e2 = LG_ERROR_INIT;
     ViewInputs in = {0};
     ViewResults r = {0};
-    cr_assert_eq(view_inputs_new(pr, &in, &e1), LG_OK);
-    cr_assert_eq(view_eager_call(pr, &in, &r, &e1), LG_ERR_BUDGET);
-    cr_assert_eq(view_compiled_call(c, &in, &r, &e2), LG_ERR_BUDGET);
+    cr_assert_eq(viewexec_inputs_new(pr, &in, &e1), LG_OK);
+    cr_assert_eq(viewexec_eager_call(pr, &in, &r, &e1), LG_ERR_BUDGET);
+    cr_assert_eq(viewexec_compiled_call(c, &in, &r, &e2), LG_ERR_BUDGET);
     cr_assert_str_eq(e1.message, e2.message);
     cr_assert_str_eq(e1.message, "while_loop (line 2): cond still true after 65536 "
                                  "iterations");
-    view_inputs_free(&in);
-    view_compiled_free(&c);
+    viewexec_inputs_free(&in);
+    viewexec_compiled_free(&c);
     view_program_free(&pr);
 }

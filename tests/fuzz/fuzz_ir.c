@@ -22,9 +22,9 @@
 
 /* Inputs that would run for long are parsed, checked and compiled, not run: the fuzzer
  * looks for wrong answers and crashes, not for the work bound, which the tests check. */
-enum { FUZZ_MAX_TEXT = 1 << 16 };
-#define FUZZ_MAX_WORK ((size_t)1 << 20)
-#define FUZZ_MAX_INPUT_ELEMENTS ((size_t)1 << 16)
+enum { FUZZ_TEXT_MAX = 1 << 16 };
+#define FUZZ_WORK_MAX ((size_t)1 << 20)
+#define FUZZ_INPUT_ELEMENTS_MAX ((size_t)1 << 16)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -82,8 +82,8 @@ static int cheap_to_run(const IrProgram *program)
     size_t *table = interp_work_table(program, &err);
     if (table == NULL)
         abort();
-    int cheap = table[0] <= FUZZ_MAX_WORK && elements <= FUZZ_MAX_INPUT_ELEMENTS &&
-                fn->nparams <= RUNNER_MAX_INPUTS;
+    int cheap = table[0] <= FUZZ_WORK_MAX && elements <= FUZZ_INPUT_ELEMENTS_MAX &&
+                fn->nparams <= RUNNER_INPUTS_MAX;
     mem_free(table);
     return cheap;
 }
@@ -92,8 +92,8 @@ static int cheap_to_run(const IrProgram *program)
 static void run_side_by_side(const IrProgram *program, bool keep_inplace)
 {
     const IrFunction *fn = &program->functions[0];
-    char texts[RUNNER_MAX_INPUTS][IR_NAME_MAX + 8];
-    char *specs[RUNNER_MAX_INPUTS];
+    char texts[RUNNER_INPUTS_MAX][IR_NAME_MAX + 8];
+    char *specs[RUNNER_INPUTS_MAX];
     for (size_t p = 0; p < fn->nparams; p++) {
         TensorDtype dtype = fn->values[p].type.dtype;
         snprintf(texts[p], sizeof texts[p], "%s=%s", fn->values[p].name,
@@ -115,7 +115,7 @@ static void run_side_by_side(const IrProgram *program, bool keep_inplace)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size > FUZZ_MAX_TEXT || memchr(data, '\0', size) != NULL)
+    if (size > FUZZ_TEXT_MAX || memchr(data, '\0', size) != NULL)
         return 0;  /* the loader refuses a NUL byte before the parser sees the text */
     char *text = malloc(size + 1);
     if (text == NULL)

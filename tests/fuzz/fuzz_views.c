@@ -28,7 +28,7 @@
  * the tests check (a storage of 2^24 elements, copied a dozen times under the
  * sanitizers, takes seconds). */
 enum { FUZZ_CALLS = 3 };
-#define FUZZ_MAX_RUN_ELEMENTS ((size_t)1 << 18)
+#define FUZZ_RUN_ELEMENTS_MAX ((size_t)1 << 18)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -139,7 +139,7 @@ static void run_side_by_side(const ViewProgram *pr, ViewAnalysis analysis)
 {
     LgError err = LG_ERROR_INIT;
     ViewCompileOptions options = {analysis, false};
-    ViewCompiled *c = view_compile(pr, &options, &err);
+    ViewCompiled *c = viewexec_compile(pr, &options, &err);
     if (c == NULL) {
         expect_one_line(&err, "a refused compile");
         if (err.status != LG_ERR_ALLOC)
@@ -147,12 +147,12 @@ static void run_side_by_side(const ViewProgram *pr, ViewAnalysis analysis)
         return;
     }
     ViewInputs in[2] = {{0}, {0}};
-    if (storage_elements(pr) > FUZZ_MAX_RUN_ELEMENTS) {
-        view_compiled_free(&c);
+    if (storage_elements(pr) > FUZZ_RUN_ELEMENTS_MAX) {
+        viewexec_compiled_free(&c);
         return;
     }
-    if (view_inputs_new(pr, &in[0], &err) != LG_OK ||
-        view_inputs_new(pr, &in[1], &err) != LG_OK) {
+    if (viewexec_inputs_new(pr, &in[0], &err) != LG_OK ||
+        viewexec_inputs_new(pr, &in[1], &err) != LG_OK) {
         expect_one_line(&err, "refused inputs");
         if (err.status != LG_ERR_ALLOC)
             fail("inputs refused by no rule", err.message);
@@ -160,8 +160,8 @@ static void run_side_by_side(const ViewProgram *pr, ViewAnalysis analysis)
         for (size_t call = 0; call < FUZZ_CALLS; call++) {
             ViewResults r[2] = {{0}, {0}};
             LgError e[2] = {LG_ERROR_INIT, LG_ERROR_INIT};
-            LgStatus s0 = view_eager_call(pr, &in[0], &r[0], &e[0]);
-            LgStatus s1 = view_compiled_call(c, &in[1], &r[1], &e[1]);
+            LgStatus s0 = viewexec_eager_call(pr, &in[0], &r[0], &e[0]);
+            LgStatus s1 = viewexec_compiled_call(c, &in[1], &r[1], &e[1]);
             if (s0 != LG_OK)
                 expect_one_line(&e[0], "a refused eager call");
             if (s1 != LG_OK)
@@ -173,8 +173,8 @@ static void run_side_by_side(const ViewProgram *pr, ViewAnalysis analysis)
             if (s0 == LG_OK && !same_calls(pr, &in[0], &r[0], &in[1], &r[1]))
                 fail("eager and compiled differ",
                      analysis == VIEW_ANALYSIS_EXACT ? "exact" : "whole-storage");
-            view_results_free(&r[0]);
-            view_results_free(&r[1]);
+            viewexec_results_free(&r[0]);
+            viewexec_results_free(&r[1]);
             if (s0 != LG_OK) {
                 if (s0 != LG_ERR_BUDGET)
                     fail("a call was refused by no rule", e[0].message);
@@ -182,9 +182,9 @@ static void run_side_by_side(const ViewProgram *pr, ViewAnalysis analysis)
             }
         }
     }
-    view_inputs_free(&in[0]);
-    view_inputs_free(&in[1]);
-    view_compiled_free(&c);
+    viewexec_inputs_free(&in[0]);
+    viewexec_inputs_free(&in[1]);
+    viewexec_compiled_free(&c);
 }
 
 /* A text with a NUL byte, through the loader as the program reads a file: refused,
