@@ -531,13 +531,15 @@ Test(stage14, the_linear_kernels_equal_a_tape_linear_with_remainders)
 /* Every path this processor has, on shapes that leave remainders everywhere: rows past
  * the last whole tile, columns past the last whole block of eight (one, two, four, and
  * all three narrow tiles at once), more outputs than rows and fewer, sums of more terms
- * than a block of terms (inputs in the forward, rows in the weight gradient), and a
- * weight gradient whose terms lie far apart (copied together first). */
+ * than a block of terms (inputs in the forward, rows in the weight gradient), a
+ * weight gradient whose terms lie far apart (copied together first), and rows left below
+ * the last whole tile, summed across several blocks of columns (digits' last layer). */
 Test(stage14, the_linear_kernels_equal_a_tape_linear_on_every_path_and_shape)
 {
     static const size_t shapes[][3] = {{3, 9, 10}, {19, 21, 27}, {9, 70, 3},
                                        {17, 5, 40}, {5, 9, 40}, {6, 15, 7},
-                                       {5, 600, 11}, {300, 3, 9}, {1, 1, 1}};
+                                       {5, 600, 11}, {300, 3, 9}, {1, 1, 1},
+                                       {32, 32, 10}};
     for (size_t p = 0; kernel_path_available(p) != NULL; p++) {
         cr_assert_eq(kernel_use_path(kernel_path_available(p)), 0);
         for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
