@@ -113,6 +113,8 @@ APPENDIX := stages/appendix_a_crosscheck.nw
 # and the program runs it quotes (SOL_RUNS, from build/solutions.mk).
 SOLUTIONS := $(sort $(wildcard solutions/solutions_[0-9][0-9].nw)) $(wildcard solutions/solutions_A.nw)
 SOL_PATCHES := $(sort $(wildcard solutions/*.patch))
+# (SOL_VERDICTS is defined here, before the rules of the PDFs name it as a prerequisite.)
+SOL_VERDICTS := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p)))-verdict.txt)
 SOL_SHOWN := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p))).patch \
                build/results/solution-$(basename $(notdir $(p)))-patch.tex \
                build/results/solution-$(basename $(notdir $(p)))-result.txt)
@@ -579,7 +581,6 @@ build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/res
 # test that had already failed) and without the runs of the patched program, apart from
 # the lines a solution's text names (% litgrad-solution-show: NN-K REGEX, in its
 # solutions_NN.nw); the companion prints the whole outcome.
-SOL_VERDICTS := $(foreach p,$(SOL_PATCHES),build/results/solution-$(basename $(notdir $(p)))-verdict.txt)
 build/results/solution-%-verdict.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome $(SOLUTIONS)
 	$(Q)tools/solution-outcome --verdict solutions/results/$*.txt $(SOLUTIONS) > $@
 build/results/solution-outcomes.tex: $(SOL_PATCHES) $(SOLUTIONS)
