@@ -426,6 +426,24 @@ static inline void lg_read_file(const char *path, char *buf, size_t size)
     fclose(f);
 }
 
+/* Run LG_BIN_DIR/<program> <args> (shell words) with its files limited to `blocks` blocks
+ * of 512 bytes and SIGXFSZ ignored, so a write past the limit fails with EFBIG; its two
+ * streams merged into out. Returns the exit status, or -1 if it did not exit normally. */
+static inline int lg_run_past_size_limit(const char *program, const char *args, int blocks,
+                                         char *out, size_t size)
+{
+    char command[1024];
+    int n = snprintf(command, sizeof command, "ulimit -f %d && trap '' XFSZ && %s/%s %s 2>&1",
+                     blocks, lg_bin_dir_word(), program, args);
+    cr_assert(n > 0 && (size_t)n < sizeof command, "command too long");
+    FILE *pipe = popen(command, "r");
+    cr_assert_not_null(pipe);
+    size_t used = fread(out, 1, size - 1, pipe);
+    out[used] = '\0';
+    int raw = pclose(pipe);
+    return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
 /* Run "<env> LG_BIN_DIR/<program> <args>" (env: assignments such as
  * "LITGRAD_FAIL_ALLOC=3", optionally ending with "timeout N", or ""; args: shell words);
  * standard input is /dev/null. */

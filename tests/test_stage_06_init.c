@@ -611,6 +611,29 @@ Test(stage06, a_failed_figure_run_leaves_no_data_file)
     rmdir(dir);
 }
 
+/* A data file past the file-size limit (SIGXFSZ ignored, so the write fails with EFBIG)
+ * is exit 1, and the message names the data file, not its temporary name, which is
+ * already gone. Nothing is left in the directory. */
+Test(stage06, a_data_file_past_the_size_limit_is_named_in_the_message)
+{
+    char dir[] = "/tmp/litgrad-06-XXXXXX", args[64];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(args, sizeof args, "--figure-data %s", dir);
+    static char out[1 << 16];
+    cr_assert_eq(lg_run_past_size_limit("stage-06", args, 1, out, sizeof out), 1, "%s", out);
+    const char *file = strstr(out, "stage-06: error: cannot write ");
+    cr_assert_not_null(file, "%s", out);
+    file += strlen("stage-06: error: cannot write ");
+    cr_assert(strncmp(file, dir, strlen(dir)) == 0, "%s", out);
+    const char *name = file + strlen(dir) + 1;
+    size_t len = strcspn(name, ":");
+    cr_assert(len > 4 && strncmp(name + len - 4, ".dat", 4) == 0,
+              "the message names %.*s, not a data file", (int)len, name);
+    cr_assert(strstr(name, ": File too large\n") == name + len, "%s", out);
+    cr_assert_eq(lg_count_entries(dir), 0, "a file was left in %s", dir);
+    cr_assert_eq(rmdir(dir), 0);
+}
+
 static size_t count_lines(const char *path)
 {
     FILE *f = fopen(path, "r");
