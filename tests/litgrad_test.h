@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -442,6 +443,57 @@ static inline int lg_run_past_size_limit(const char *program, const char *args, 
     out[used] = '\0';
     int raw = pclose(pipe);
     return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+}
+
+/* A run that writes a group of files (Stage 01's CliGroup), stopped by the file-size
+ * limit of `bytes` while it writes `stopped`, a file after one already in place: run
+ * "<program> <option> DIR" into a fresh directory twice, once with SIGXFSZ ignored (the
+ * write fails with EFBIG: exit 1, and standard error is the one line naming DIR/stopped)
+ * and once with its default action (the run ends by SIGXFSZ). Either way the directory
+ * is left empty: no file of the group, no temporary file. */
+static inline void lg_expect_group_stopped_by_size_limit(const char *program,
+                                                         const char *option, long bytes,
+                                                         const char *stopped)
+{
+    for (int ignore = 1; ignore >= 0; ignore--) {
+        char dir[] = "/tmp/litgrad-group-XXXXXX", into[64], err_path[64], err[512];
+        char want[256], exe[sizeof LG_BIN_DIR + 64];
+        cr_assert_not_null(mkdtemp(dir));
+        snprintf(into, sizeof into, "%s/into", dir);
+        snprintf(err_path, sizeof err_path, "%s/err", dir);
+        snprintf(exe, sizeof exe, "%s/%s", LG_BIN_DIR, program);
+        cr_assert_eq(mkdir(into, 0700), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+            struct rlimit limit = {(rlim_t)bytes, (rlim_t)bytes};
+            int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            int out = open("/dev/null", O_WRONLY);
+            if (e < 0 || out < 0 || dup2(e, 2) < 0 || dup2(out, 1) < 0 ||
+                setrlimit(RLIMIT_FSIZE, &limit) != 0 ||
+                signal(SIGXFSZ, ignore ? SIG_IGN : SIG_DFL) == SIG_ERR)
+                _exit(126);
+            execl(exe, program, option, into, (char *)NULL);
+            _exit(127);
+        }
+        int raw;
+        cr_assert_eq(waitpid(pid, &raw, 0), pid);
+        lg_read_file(err_path, err, sizeof err);
+        if (ignore) {
+            snprintf(want, sizeof want, "%s: error: cannot write %s/%s: %s\n", program, into,
+                     stopped, strerror(EFBIG));
+            cr_assert(WIFEXITED(raw) && WEXITSTATUS(raw) == 1, "status %#x %s", raw, err);
+            cr_assert_str_eq(err, want);
+        } else {
+            cr_assert(WIFSIGNALED(raw) && WTERMSIG(raw) == SIGXFSZ, "status %#x %s", raw,
+                      err);
+        }
+        cr_assert_eq(lg_count_entries(into), 0, "%s left a file in %s (SIGXFSZ %s)", program,
+                     into, ignore ? "ignored" : "default");
+        cr_assert_eq(rmdir(into), 0);
+        cr_assert_eq(unlink(err_path), 0);
+        cr_assert_eq(rmdir(dir), 0);
+    }
 }
 
 /* Run "<env> LG_BIN_DIR/<program> <args>" (env: assignments such as

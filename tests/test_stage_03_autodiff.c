@@ -730,6 +730,15 @@ Test(stage03, interior_gradients_are_exact_after_growth_reset_and_zero_grad)
 /* A FIFO or a symbolic link at either figure's name is refused when the command line is
  * read (the row lists the names), before the neuron is built: exit 2, nothing written,
  * nothing left behind. */
+/* The two figures are one output, all or nothing: under a file-size limit of 1024 bytes
+ * the neuron's figure fits and the sweep's does not. Whether the write fails with EFBIG
+ * or SIGXFSZ ends the run, the neuron's figure, already in place, is removed too. */
+Test(stage03, a_figure_run_stopped_by_the_file_size_limit_leaves_neither_figure)
+{
+    lg_expect_group_stopped_by_size_limit("stage-03", "--figure-data", 1024,
+                                          "fig-03-sweep.dot");
+}
+
 Test(stage03, a_fifo_at_a_figure_name_is_refused_before_anything)
 {
     size_t runs = lg_expect_outputs_refused("stage-03", "--figure-data",

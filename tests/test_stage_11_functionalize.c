@@ -691,6 +691,16 @@ Test(stage11, every_example_matches_and_every_malformed_one_is_refused)
 
 /* A FIFO or a symbolic link at any of the dumps' or the graph's names is refused when
  * the command line is read, before any example is compiled: exit 2, nothing written. */
+/* The seven files of --figure-data are one output, all or nothing: under a file-size
+ * limit of 2048 bytes the first four dumps fit and dump-11-versions.txt does not.
+ * Whether the write fails with EFBIG or SIGXFSZ ends the run, the four dumps already in
+ * place are removed too. */
+Test(stage11, a_figure_run_stopped_by_the_file_size_limit_leaves_no_dump)
+{
+    lg_expect_group_stopped_by_size_limit("stage-11", "--figure-data", 2048,
+                                          "dump-11-versions.txt");
+}
+
 Test(stage11, a_fifo_at_a_figure_name_is_refused_before_anything)
 {
     size_t runs = lg_expect_outputs_refused("stage-11", "--figure-data",

@@ -345,14 +345,22 @@ Test(stage15, take_rows_needs_a_scalar_batch_number)
                      "got f64[16, 1]");
 }
 
+/* --analysis asks whether one analysis trains as the tape trains: the body-only run
+ * prints what it did, then ends with exit 1 and one line naming the analysis and the
+ * first step that differs. The union's run is exit 0. */
 Test(stage15, the_default_run_shows_the_body_only_loss_of_the_conds_count)
 {
-    ProgramRun run;
-    run_program(&run, "stage-15", "--analysis body-only");
-    cr_assert_eq(run.status, 0, "%s", run.output);
-    cr_assert_not_null(strstr(run.output, "7 of 280 bit-identical, k after the last call 0\n"),
-                       "%s", run.output);
-    cr_assert_not_null(strstr(run.output, "first step that differs: 8;"), "%s", run.output);
+    static LgRun run;
+    lg_run(&run, "", "stage-15", "--analysis body-only");
+    cr_assert_eq(run.status, 1, "%s%s", run.out, run.err);
+    cr_assert_not_null(strstr(run.out, "7 of 280 bit-identical, k after the last call 0\n"),
+                       "%s", run.out);
+    cr_assert_not_null(strstr(run.out, "first step that differs: 8;"), "%s", run.out);
+    cr_assert_str_eq(run.err, "stage-15: error: compiled with the body-only analysis, the "
+                     "loop departs from the tape at step 8\n");
+    lg_run(&run, "", "stage-15", "--analysis union");
+    cr_assert_eq(run.status, 0, "%s%s", run.out, run.err);
+    cr_assert_str_eq(run.err, "");
 }
 
 Test(stage15, the_whole_storage_check_and_the_fold_leave_training_as_the_tape_trains)
