@@ -1331,6 +1331,16 @@ Test(stage12, the_schedule_figure_shows_the_copy_back_before_and_after_the_loop)
 /* A FIFO or a symbolic link at any of the dumps', the chart's or the schedules' names is
  * refused when the command line is read, before f is compiled: exit 2,
  * nothing written, nothing left behind. */
+/* The five files of --figure-data are one output, all or nothing: under a file-size
+ * limit of 2800 bytes the body-only dump fits and the union's does not. Whether the
+ * write fails with EFBIG or SIGXFSZ ends the run, the dump already in place is removed
+ * too. */
+Test(stage12, a_figure_run_stopped_by_the_file_size_limit_leaves_no_dump)
+{
+    lg_expect_group_stopped_by_size_limit("stage-12", "--figure-data", 2800,
+                                          "dump-12-union.txt");
+}
+
 Test(stage12, a_fifo_at_a_figure_name_is_refused_before_anything)
 {
     size_t runs = lg_expect_outputs_refused("stage-12", "--figure-data",
