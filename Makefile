@@ -553,8 +553,8 @@ $(filter build/pdf/stage-%,$(PDFS)): build/pdf/stage-%.pdf: build/tex/stage-%-bo
 # solution that runs a program declares the run ("% litgrad-solution-run: NAME stage-NN
 # ARGS", run from the repository's root by tools/solution-runs' rules) and quotes its
 # captured output. See solutions/README.md.
-# A patch is printed for a reader (tools/solution-patch-show): one line per file, short
-# context, noweb's markup set as the book sets it; plain text for the web edition, the
+# A patch is printed for a reader (tools/solution-patch-show): each hunk headed by its file
+# and line, short context, noweb's markup set as the book sets it; plain text for the web edition, the
 # body of a Verbatim for the PDF (-patch.tex). The patch file itself is what git applies.
 # A solution whose point is a few hunks of a long patch names them
 # ("% litgrad-solution-hunks: NN-K REGEX" in its solutions_NN.nw): the book and the web
@@ -594,7 +594,9 @@ build/results/solution-outcomes.tex: $(SOL_PATCHES) $(SOLUTIONS)
 build/solutions.mk: $(SOLUTIONS) tools/solution-runs
 	$(Q)mkdir -p $(@D)
 	$(Q)tools/solution-runs $(SOLUTIONS) > $@.tmp && mv $@.tmp $@
-build/results/solutions-values.tex: $(SOLUTIONS) $(SOL_ALL) tools/lgvalues
+# A solution may quote a stage's captured output too (bench-NN.txt, crosscheck.txt...).
+build/results/solutions-values.tex: $(SOLUTIONS) $(SOL_ALL) tools/lgvalues \
+                                    $$(filter build/results/%,$$(call value_deps,S,$(SOLUTIONS)))
 	$(Q)mkdir -p $(@D)
 	$(Q)$(if $(SOLUTIONS),tools/lgvalues S $(SOLUTIONS),:) > $@.tmp && mv $@.tmp $@
 
