@@ -742,30 +742,43 @@ Test(stage01, every_program_quotes_a_long_word_cut_with_its_length)
     }
 }
 
-/* The temporary file is recorded for removal from the moment it exists: a signal that
- * ends the run right after cli_open_temp, before the caller does anything else, leaves
- * nothing behind (the handler removes the file, then ends the run by the signal). */
-Test(stage01, a_signal_right_after_cli_open_temp_leaves_no_file)
+/* Run make_output(dir) in a child whose SIGTERM has its default action; the child must
+ * end by SIGTERM (make_output raises it, or the code under test does) and leave nothing
+ * in dir: the handler removed what was recorded, then the signal ended the run. */
+static void expect_sigterm_leaves_nothing(void (*make_output)(const char *dir))
 {
-    char dir[] = "/tmp/lg01-sig-XXXXXX", path[128];
+    char dir[] = "/tmp/lg01-sig-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/data.txt", dir);
     pid_t child = fork();
     cr_assert_neq(child, -1);
     if (child == 0) {
         signal(SIGTERM, SIG_DFL);
-        LgError err = LG_ERROR_INIT;
-        char temp[160];
-        if (cli_open_temp(path, temp, sizeof temp, &err) < 0)
-            _exit(3);
-        raise(SIGTERM);
+        make_output(dir);
         _exit(4); /* not reached: the signal ends the child */
     }
     int status = 0;
     cr_assert_eq(waitpid(child, &status, 0), child);
     cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
-    cr_assert_eq(lg_count_entries(dir), 0, "the temporary file was left in %s", dir);
+    cr_assert_eq(lg_count_entries(dir), 0, "something was left in %s", dir);
     cr_assert_eq(rmdir(dir), 0);
+}
+
+/* In the child: a temporary file, then SIGTERM before the caller does anything else. */
+static void open_temp_then_terminate(const char *dir)
+{
+    char path[128], temp[160];
+    LgError err = LG_ERROR_INIT;
+    snprintf(path, sizeof path, "%s/data.txt", dir);
+    if (cli_open_temp(path, temp, sizeof temp, &err) < 0)
+        _exit(3);
+    raise(SIGTERM);
+}
+
+/* The temporary file is recorded for removal from the moment it exists: a signal that
+ * ends the run right after cli_open_temp leaves nothing behind. */
+Test(stage01, a_signal_right_after_cli_open_temp_leaves_no_file)
+{
+    expect_sigterm_leaves_nothing(open_temp_then_terminate);
 }
 
 /* Set in a child of the test below: mkdtemp then sends SIGTERM to its process at once,
@@ -785,25 +798,19 @@ char *mkdtemp(char *template)
     return dir;
 }
 
+/* In the child: a scratch directory whose mkdtemp is answered by SIGTERM at once. */
+static void make_temp_dir_under_sigterm(const char *dir)
+{
+    char made[128];
+    snprintf(made, sizeof made, "%s/scratch-XXXXXX", dir);
+    signal_after_mkdtemp = 1;
+    if (cli_make_temp_dir(made) == NULL)
+        _exit(3);
+}
+
 /* A signal that arrives the moment cli_make_temp_dir's directory exists waits until the
  * directory is recorded: the handler removes it, then the signal ends the run. */
 Test(stage01, a_signal_right_after_mkdtemp_leaves_no_directory)
 {
-    char dir[] = "/tmp/lg01-sig-XXXXXX", made[128];
-    cr_assert_not_null(mkdtemp(dir));
-    snprintf(made, sizeof made, "%s/scratch-XXXXXX", dir);
-    pid_t child = fork();
-    cr_assert_neq(child, -1);
-    if (child == 0) {
-        signal(SIGTERM, SIG_DFL);
-        signal_after_mkdtemp = 1;
-        if (cli_make_temp_dir(made) == NULL)
-            _exit(3);
-        _exit(4); /* not reached: the signal ends the child */
-    }
-    int status = 0;
-    cr_assert_eq(waitpid(child, &status, 0), child);
-    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
-    cr_assert_eq(lg_count_entries(dir), 0, "the new directory was left in %s", dir);
-    cr_assert_eq(rmdir(dir), 0);
+    expect_sigterm_leaves_nothing(make_temp_dir_under_sigterm);
 }
