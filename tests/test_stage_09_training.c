@@ -1228,6 +1228,52 @@ Test(stage09, a_run_that_contradicts_its_checkpoint_is_exit_1_a_bad_file_exit_2)
     scratch_remove(dir);
 }
 
+/* A whole file, crc correct, holding a setting that no run can have (a learning rate
+ * not > 0, a batch outside the training split, a momentum outside [0, 1), a NaN) is a
+ * bad input file, exit 2, even where this run's setting differs from it: one line that
+ * names the file, the line, the field and the rule. */
+Test(stage09, a_checkpoint_setting_no_run_can_have_is_a_bad_file_exit_2)
+{
+    char dir[32], args[256], file[64], want[256];
+    scratch_make(dir);
+    snprintf(file, sizeof file, "%s/stage-09.ckpt", dir);
+    snprintf(args, sizeof args, "--epochs 3 --save %s", dir);
+    ProgramRun saved;
+    run_program(&saved, "stage-09", args);
+    cr_assert_eq(saved.status, 0, "%s", saved.output);
+    size_t n;
+    char *text = slurp(file, &n);
+    const struct { const char *from, *to, *message; } cases[] = {
+        {"\nlearning-rate 0x", "\nlearning-rate -0x", ":6: learning rate "
+         "-0.050000000000000003 is not > 0: no run can have it"},
+        {"\nlearning-rate 0x1.999999999999ap-5\n", "\nlearning-rate 0x0p+0\n", ":6: "
+         "learning rate 0 is not > 0: no run can have it"},
+        {"\nlearning-rate 0x1.999999999999ap-5\n", "\nlearning-rate nan\n", ":6: "
+         "learning-rate must be finite: got 'nan'"},
+        {"\nlearning-rate 0x1.999999999999ap-5\n", "\nlearning-rate inf\n", ":6: "
+         "learning-rate must be finite: got 'inf'"},
+        {"\nbatch 16\n", "\nbatch 0\n", ":5: batch 0 is outside [1, 120]: no run on 120 "
+         "training examples can have it"},
+        {"\nbatch 16\n", "\nbatch 121\n", ":5: batch 121 is outside [1, 120]: no run on "
+         "120 training examples can have it"},
+        {"\nmomentum 0x", "\nmomentum -0x", ":7: momentum -0.90000000000000002 is outside "
+         "[0, 1): no run can have it"},
+        {"\nmomentum 0x1.ccccccccccccdp-1\n", "\nmomentum 0x1p+0\n", ":7: momentum 1 is "
+         "outside [0, 1): no run can have it"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static LgRun run;
+        write_edited(file, text, cases[i].from, cases[i].to, 1);
+        snprintf(args, sizeof args, "--epochs 3 --resume %s", file);
+        lg_run(&run, "", "stage-09", args);
+        snprintf(want, sizeof want, "stage-09: error: %s%s\n", file, cases[i].message);
+        cr_assert_eq(run.status, 2, "case %zu: %d %s", i, run.status, run.err);
+        cr_assert_str_eq(run.out, "", "case %zu", i);
+        cr_assert_str_eq(run.err, want, "case %zu", i);
+    }
+    scratch_remove(dir);
+}
+
 static size_t entries(const char *dir)
 {
     DIR *d = opendir(dir);
