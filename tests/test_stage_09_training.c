@@ -1448,14 +1448,19 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
         {"--momentum -1e-9", 2, "--momentum must be a number in [0, 1): got '-1e-9'"},
         {"--momentum inf", 2, "--momentum must be a number in [0, 1): got 'inf'"},
         /* --batch: a count, at least 1; at most the training split is the trainer's rule,
-           one rule and one status for every data set and every number */
+           one rule and one status for every data set and every number, in a line that
+           names the option and the data set */
         {"--batch 0", 2, "--batch must be an integer in [1, 18446744073709551615]: got '0'"},
-        {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
-        {"--batch 1439", 1, "batch must be in [1, 120] (the training examples): got 1439"},
-        {"--digits --batch 1439", 1, "batch must be in [1, 1438] (the training examples): "
-                                     "got 1439"},
-        {"--batch 18446744073709551615", 1, "batch must be in [1, 120] (the training "
-                                            "examples): got 18446744073709551615"},
+        {"--batch 121", 1, "stage-09: error: --batch must be in [1, 120], the training "
+                           "examples of iris: got 121"},
+        {"--batch 1439", 1, "--batch must be in [1, 120], the training examples of iris: "
+                            "got 1439"},
+        {"--digits --batch 1439", 1, "--batch must be in [1, 1438], the training examples "
+                                     "of digits: got 1439"},
+        {"--batch 99999999999", 1, "--batch must be in [1, 120], the training examples of "
+                                   "iris: got 99999999999"},
+        {"--batch 18446744073709551615", 1, "--batch must be in [1, 120], the training "
+                                            "examples of iris: got 18446744073709551615"},
         /* the table declares the range train_config_check enforces */
         {"--epochs 0", 2, "--epochs must be an integer in [1, 1000000]: got '0'"},
         {"--epochs 1000001", 2, "--epochs must be an integer in [1, 1000000]: got '1000001'"},
@@ -1510,7 +1515,7 @@ Test(stage09, a_broken_rule_is_refused_before_anything_is_allocated)
         {"LITGRAD_FAIL_ALLOC=1", "--node-budget 1 --epochs 1",
          "step node budget exceeded: need 4224, limit 1"},
         {"LITGRAD_FAIL_ALLOC=1", "--batch 121",
-         "batch must be in [1, 120] (the training examples): got 121"},
+         "--batch must be in [1, 120], the training examples of iris: got 121"},
         {"LITGRAD_FAIL_ALLOC=1", "--digits --hidden 65536 --epochs 1",
          "plan limit exceeded: the plan needs 948639904 nodes (45.5 GB), limit 16777216"},
         {"timeout 20", "--digits --hidden 65536 --epochs 1",
