@@ -1,5 +1,7 @@
+#define _GNU_SOURCE /* RTLD_NEXT: the test's rename calls the C library's */
 #include "litgrad_test.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -1573,4 +1575,53 @@ Test(stage09, a_data_operand_is_checked_by_shape_not_by_digest)
              "got '3'\n", scratch_path(dir, names[1]));
     cr_assert_str_eq(run.err, want);
     scratch_remove(dir);
+}
+
+/* Set in a child of the test below: rename then sends SIGTERM to its process at once,
+ * the moment a file named fig-09-iris.ckpt is in place, before its caller can record
+ * it. */
+static volatile sig_atomic_t signal_after_checkpoint_rename;
+
+/* The C library's rename, which this test binary's calls (checkpoint.c's among them)
+ * reach through this one. */
+int rename(const char *from, const char *to)
+{
+    int (*renamed_by)(const char *, const char *);
+    void *found = dlsym(RTLD_NEXT, "rename");
+    memcpy(&renamed_by, &found, sizeof renamed_by);
+    int status = renamed_by(from, to);
+    const char *name = strrchr(to, '/');
+    if (status == 0 && signal_after_checkpoint_rename && name != NULL &&
+        strcmp(name, "/fig-09-iris.ckpt") == 0)
+        raise(SIGTERM);
+    return status;
+}
+
+/* The chart run's checkpoint joins the group of its files: a signal that ends the run
+ * the moment the save's rename put it in place waits until the group records it, and
+ * the handler then removes it with the files being written. Nothing is left. */
+Test(stage09, a_signal_right_after_the_charts_checkpoint_rename_leaves_no_file)
+{
+    char dir[] = "/tmp/lg09-sig-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        signal(SIGTERM, SIG_DFL);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        signal_after_checkpoint_rename = 1;
+        traindemo_figure_data(dir);
+        _exit(4); /* not reached: the signal ends the child */
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        cr_assert(strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0,
+                  "%s was left in %s", e->d_name, dir);
+    closedir(d);
+    cr_assert_eq(rmdir(dir), 0);
 }
