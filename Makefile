@@ -340,6 +340,7 @@ run-stage: $(B)/bin/stage-$(NN)
 lint: $(TANGLED) | deps
 	@tools/nwcheck lint $(NW) $(APPENDIX)
 	@tools/codestats --check $(T)
+	@tools/program-share --check $(T)/stage_$(lastword $(STAGES))
 	@tools/nwcheck roots $(NW) $(APPENDIX)
 	@tools/chunkstats --check $(NW) $(APPENDIX)
 	@tools/check-exercises $(NW) $(APPENDIX)

@@ -814,3 +814,49 @@ Test(stage01, a_signal_right_after_mkdtemp_leaves_no_directory)
 {
     expect_sigterm_leaves_nothing(make_temp_dir_under_sigterm);
 }
+
+/* tools/run-tests on a test binary whose log is given: its one line on standard error. */
+static void run_tests_on_log(const char *log, char *why, size_t size)
+{
+    char dir[] = "/tmp/litgrad-run-tests-XXXXXX", path[128], command[512];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fake", dir);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fprintf(f, "#!/bin/sh\ncat <<'LOG'\n%sLOG\nexit 1\n", log);
+    cr_assert_eq(fclose(f), 0);
+    cr_assert_eq(chmod(path, 0700), 0);
+    snprintf(command, sizeof command, "tools/run-tests 03 %s %s >/dev/null 2>%s/why", path,
+             dir, dir);
+    cr_assert_neq(system(command), 0);
+    snprintf(path, sizeof path, "%s/why", dir);
+    lg_read_file(path, why, size);
+    snprintf(command, sizeof command, "rm -r %s", dir);
+    cr_assert_eq(system(command), 0);
+}
+
+/* A failed assertion ends its test before the test's frees, so the suite's leak check
+ * aborts the teardown: tools/run-tests says that the stop explains it, not that a test
+ * leaked. A teardown that aborts after a test that passed is a leak, and is named so. */
+Test(stage01, run_tests_names_a_leak_only_where_no_assertion_failed)
+{
+    static const char stopped[] =
+        "[----] tests/test_stage_03_autodiff.c:191: Assertion Failed\n"
+        "[FAIL] stage03::backward_twice: (0.00s)\n"
+        "LEAK: 2 block(s) of litgrad's allocator still live\n"
+        "[----] Warning! The test `stage03::backward_twice` crashed during its setup or "
+        "teardown.\n"
+        "[====] Synthesis: Tested: 1 | Passing: 0 | Failing: 1 | Crashing: 0 \n";
+    static const char leaked[] =
+        "LEAK: 2 block(s) of litgrad's allocator still live\n"
+        "[----] Warning! The test `stage03::backward_twice` crashed during its setup or "
+        "teardown.\n"
+        "[====] Synthesis: Tested: 1 | Passing: 1 | Failing: 0 | Crashing: 0 \n";
+    char why[1024];
+    run_tests_on_log(stopped, why, sizeof why);
+    cr_assert_null(strstr(why, "leaked"), "%s", why);
+    cr_assert_not_null(strstr(why, "1 failed test(s) stopped at the failed assertion"), "%s",
+                       why);
+    run_tests_on_log(leaked, why, sizeof why);
+    cr_assert_not_null(strstr(why, "a test leaked or crashed in its teardown"), "%s", why);
+}

@@ -1,5 +1,7 @@
+#define _GNU_SOURCE /* RTLD_NEXT: the test's rename calls the C library's */
 #include "litgrad_test.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -1228,6 +1230,52 @@ Test(stage09, a_run_that_contradicts_its_checkpoint_is_exit_1_a_bad_file_exit_2)
     scratch_remove(dir);
 }
 
+/* A whole file, crc correct, holding a setting that no run can have (a learning rate
+ * not > 0, a batch outside the training split, a momentum outside [0, 1), a NaN) is a
+ * bad input file, exit 2, even where this run's setting differs from it: one line that
+ * names the file, the line, the field and the rule. */
+Test(stage09, a_checkpoint_setting_no_run_can_have_is_a_bad_file_exit_2)
+{
+    char dir[32], args[256], file[64], want[256];
+    scratch_make(dir);
+    snprintf(file, sizeof file, "%s/stage-09.ckpt", dir);
+    snprintf(args, sizeof args, "--epochs 3 --save %s", dir);
+    ProgramRun saved;
+    run_program(&saved, "stage-09", args);
+    cr_assert_eq(saved.status, 0, "%s", saved.output);
+    size_t n;
+    char *text = slurp(file, &n);
+    const struct { const char *from, *to, *message; } cases[] = {
+        {"\nlearning-rate 0x", "\nlearning-rate -0x", ":6: learning rate "
+         "-0.050000000000000003 is not > 0: no run can have it"},
+        {"\nlearning-rate 0x1.999999999999ap-5\n", "\nlearning-rate 0x0p+0\n", ":6: "
+         "learning rate 0 is not > 0: no run can have it"},
+        {"\nlearning-rate 0x1.999999999999ap-5\n", "\nlearning-rate nan\n", ":6: "
+         "learning-rate must be finite: got 'nan'"},
+        {"\nlearning-rate 0x1.999999999999ap-5\n", "\nlearning-rate inf\n", ":6: "
+         "learning-rate must be finite: got 'inf'"},
+        {"\nbatch 16\n", "\nbatch 0\n", ":5: batch 0 is outside [1, 120]: no run on 120 "
+         "training examples can have it"},
+        {"\nbatch 16\n", "\nbatch 121\n", ":5: batch 121 is outside [1, 120]: no run on "
+         "120 training examples can have it"},
+        {"\nmomentum 0x", "\nmomentum -0x", ":7: momentum -0.90000000000000002 is outside "
+         "[0, 1): no run can have it"},
+        {"\nmomentum 0x1.ccccccccccccdp-1\n", "\nmomentum 0x1p+0\n", ":7: momentum 1 is "
+         "outside [0, 1): no run can have it"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        static LgRun run;
+        write_edited(file, text, cases[i].from, cases[i].to, 1);
+        snprintf(args, sizeof args, "--epochs 3 --resume %s", file);
+        lg_run(&run, "", "stage-09", args);
+        snprintf(want, sizeof want, "stage-09: error: %s%s\n", file, cases[i].message);
+        cr_assert_eq(run.status, 2, "case %zu: %d %s", i, run.status, run.err);
+        cr_assert_str_eq(run.out, "", "case %zu", i);
+        cr_assert_str_eq(run.err, want, "case %zu", i);
+    }
+    scratch_remove(dir);
+}
+
 static size_t entries(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -1402,14 +1450,19 @@ Test(stage09, the_program_refuses_bad_input_with_a_one_line_error_and_its_status
         {"--momentum -1e-9", 2, "--momentum must be a number in [0, 1): got '-1e-9'"},
         {"--momentum inf", 2, "--momentum must be a number in [0, 1): got 'inf'"},
         /* --batch: a count, at least 1; at most the training split is the trainer's rule,
-           one rule and one status for every data set and every number */
+           one rule and one status for every data set and every number, in a line that
+           names the option and the data set */
         {"--batch 0", 2, "--batch must be an integer in [1, 18446744073709551615]: got '0'"},
-        {"--batch 121", 1, "batch must be in [1, 120] (the training examples): got 121"},
-        {"--batch 1439", 1, "batch must be in [1, 120] (the training examples): got 1439"},
-        {"--digits --batch 1439", 1, "batch must be in [1, 1438] (the training examples): "
-                                     "got 1439"},
-        {"--batch 18446744073709551615", 1, "batch must be in [1, 120] (the training "
-                                            "examples): got 18446744073709551615"},
+        {"--batch 121", 1, "stage-09: error: --batch must be in [1, 120], the training "
+                           "examples of iris: got 121"},
+        {"--batch 1439", 1, "--batch must be in [1, 120], the training examples of iris: "
+                            "got 1439"},
+        {"--digits --batch 1439", 1, "--batch must be in [1, 1438], the training examples "
+                                     "of digits: got 1439"},
+        {"--batch 99999999999", 1, "--batch must be in [1, 120], the training examples of "
+                                   "iris: got 99999999999"},
+        {"--batch 18446744073709551615", 1, "--batch must be in [1, 120], the training "
+                                            "examples of iris: got 18446744073709551615"},
         /* the table declares the range train_config_check enforces */
         {"--epochs 0", 2, "--epochs must be an integer in [1, 1000000]: got '0'"},
         {"--epochs 1000001", 2, "--epochs must be an integer in [1, 1000000]: got '1000001'"},
@@ -1464,7 +1517,7 @@ Test(stage09, a_broken_rule_is_refused_before_anything_is_allocated)
         {"LITGRAD_FAIL_ALLOC=1", "--node-budget 1 --epochs 1",
          "step node budget exceeded: need 4224, limit 1"},
         {"LITGRAD_FAIL_ALLOC=1", "--batch 121",
-         "batch must be in [1, 120] (the training examples): got 121"},
+         "--batch must be in [1, 120], the training examples of iris: got 121"},
         {"LITGRAD_FAIL_ALLOC=1", "--digits --hidden 65536 --epochs 1",
          "plan limit exceeded: the plan needs 948639904 nodes (45.5 GB), limit 16777216"},
         {"timeout 20", "--digits --hidden 65536 --epochs 1",
@@ -1522,4 +1575,53 @@ Test(stage09, a_data_operand_is_checked_by_shape_not_by_digest)
              "got '3'\n", scratch_path(dir, names[1]));
     cr_assert_str_eq(run.err, want);
     scratch_remove(dir);
+}
+
+/* Set in a child of the test below: rename then sends SIGTERM to its process at once,
+ * the moment a file named fig-09-iris.ckpt is in place, before its caller can record
+ * it. */
+static volatile sig_atomic_t signal_after_checkpoint_rename;
+
+/* The C library's rename, which this test binary's calls (checkpoint.c's among them)
+ * reach through this one. */
+int rename(const char *from, const char *to)
+{
+    int (*renamed_by)(const char *, const char *);
+    void *found = dlsym(RTLD_NEXT, "rename");
+    memcpy(&renamed_by, &found, sizeof renamed_by);
+    int status = renamed_by(from, to);
+    const char *name = strrchr(to, '/');
+    if (status == 0 && signal_after_checkpoint_rename && name != NULL &&
+        strcmp(name, "/fig-09-iris.ckpt") == 0)
+        raise(SIGTERM);
+    return status;
+}
+
+/* The chart run's checkpoint joins the group of its files: a signal that ends the run
+ * the moment the save's rename put it in place waits until the group records it, and
+ * the handler then removes it with the files being written. Nothing is left. */
+Test(stage09, a_signal_right_after_the_charts_checkpoint_rename_leaves_no_file)
+{
+    char dir[] = "/tmp/lg09-sig-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    pid_t child = fork();
+    cr_assert_neq(child, -1);
+    if (child == 0) {
+        signal(SIGTERM, SIG_DFL);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        signal_after_checkpoint_rename = 1;
+        traindemo_figure_data(dir);
+        _exit(4); /* not reached: the signal ends the child */
+    }
+    int status = 0;
+    cr_assert_eq(waitpid(child, &status, 0), child);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM, "status %#x", status);
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        cr_assert(strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0,
+                  "%s was left in %s", e->d_name, dir);
+    closedir(d);
+    cr_assert_eq(rmdir(dir), 0);
 }
