@@ -445,7 +445,7 @@ static inline int lg_run_past_size_limit(const char *program, const char *args, 
     return WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
 }
 
-/* A run that writes a group of files (Stage 01's CliGroup), stopped by the file-size
+/* A run that writes a group of files (Stage 01's OutfileGroup), stopped by the file-size
  * limit of `bytes` while it writes `stopped`, a file after one already in place: run
  * "<program> <option> DIR" into a fresh directory twice, once with SIGXFSZ ignored (the
  * write fails with EFBIG: exit 1, and standard error is the one line naming DIR/stopped)

@@ -578,16 +578,16 @@ Test(stage01, an_output_that_is_not_a_regular_file_is_refused_and_left_alone,
     cr_assert_eq(symlink("/dev/null", path), 0);
     for (int k = 0; k < 3; k++) {
         LgError err = LG_ERROR_INIT;
-        CliFile file;
+        Outfile file;
         snprintf(path, sizeof path, "%s/%s", dir, names[k]);
         snprintf(want, sizeof want, "cannot write %s: it is %s; only a regular file is "
                  "replaced", path, kinds[k]);
-        cr_assert_null(cli_create(&file, dir, names[k], &err));
+        cr_assert_null(outfile_create(&file, dir, names[k], &err));
         cr_assert_eq(err.status, LG_ERR_PATH);
         cr_assert_str_eq(err.message, want);
         cr_assert_eq(cli_fail(CLI_EXIT_RULE, &err), CLI_EXIT_USAGE, "the user named it");
         char temp[160];
-        cr_assert_eq(cli_open_temp(path, temp, sizeof temp, &err), -1);
+        cr_assert_eq(outfile_open_temp(path, temp, sizeof temp, &err), -1);
         cr_assert_str_eq(temp, "");
         cr_assert_eq(lg_count_entries(dir), 3, "no temporary file, nothing replaced");
     }
@@ -595,12 +595,12 @@ Test(stage01, an_output_that_is_not_a_regular_file_is_refused_and_left_alone,
     snprintf(path, sizeof path, "%s/fifo", dir);
     cr_assert(lstat(path, &info) == 0 && S_ISFIFO(info.st_mode), "the FIFO is still there");
     LgError err = LG_ERROR_INIT;
-    CliFile file;
+    Outfile file;
     for (int round = 0; round < 2; round++) { /* created, then replaced */
-        FILE *out = cli_create(&file, dir, "data.txt", &err);
+        FILE *out = outfile_create(&file, dir, "data.txt", &err);
         cr_assert_not_null(out, "%s", err.message);
         fprintf(out, "round %d\n", round);
-        cr_assert_eq(cli_commit(&file, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(outfile_commit(&file, &err), LG_OK, "%s", err.message);
     }
     char text[32];
     snprintf(path, sizeof path, "%s/data.txt", dir);
@@ -622,7 +622,7 @@ Test(stage01, a_directory_that_takes_no_file_is_a_bad_path, .init = cr_redirect_
     LgError err = LG_ERROR_INIT;
     char temp[160];
     const char *path = "/tmp/litgrad-no-such-directory/fig.dat";
-    cr_assert_eq(cli_open_temp(path, temp, sizeof temp, &err), -1);
+    cr_assert_eq(outfile_open_temp(path, temp, sizeof temp, &err), -1);
     cr_assert_eq(err.status, LG_ERR_PATH);
     cr_assert_str_eq(err.message, "cannot write /tmp/litgrad-no-such-directory/fig.dat: "
                                   "No such file or directory");
@@ -769,14 +769,14 @@ static void open_temp_then_terminate(const char *dir)
     char path[128], temp[160];
     LgError err = LG_ERROR_INIT;
     snprintf(path, sizeof path, "%s/data.txt", dir);
-    if (cli_open_temp(path, temp, sizeof temp, &err) < 0)
+    if (outfile_open_temp(path, temp, sizeof temp, &err) < 0)
         _exit(3);
     raise(SIGTERM);
 }
 
 /* The temporary file is recorded for removal from the moment it exists: a signal that
- * ends the run right after cli_open_temp leaves nothing behind. */
-Test(stage01, a_signal_right_after_cli_open_temp_leaves_no_file)
+ * ends the run right after outfile_open_temp leaves nothing behind. */
+Test(stage01, a_signal_right_after_outfile_open_temp_leaves_no_file)
 {
     expect_sigterm_leaves_nothing(open_temp_then_terminate);
 }
@@ -804,11 +804,11 @@ static void make_temp_dir_under_sigterm(const char *dir)
     char made[128];
     snprintf(made, sizeof made, "%s/scratch-XXXXXX", dir);
     signal_after_mkdtemp = 1;
-    if (cli_make_temp_dir(made) == NULL)
+    if (outfile_make_temp_dir(made) == NULL)
         _exit(3);
 }
 
-/* A signal that arrives the moment cli_make_temp_dir's directory exists waits until the
+/* A signal that arrives the moment outfile_make_temp_dir's directory exists waits until the
  * directory is recorded: the handler removes it, then the signal ends the run. */
 Test(stage01, a_signal_right_after_mkdtemp_leaves_no_directory)
 {
