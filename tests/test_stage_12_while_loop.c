@@ -95,12 +95,11 @@ static void call_seed(const IrProgram *program, const CompiledProgram *c, Tensor
 {
     LgError err = LG_ERROR_INIT;
     IrResults r;
-    size_t cond_runs, body_runs;
-    interp_loop_counts_reset();
-    LgStatus status = c != NULL ? compile_call(c, &state, 1, &r, &err)
-                                : interp_call(program, 0, &state, 1, &r, &err);
+    InterpRun run = {.depth = 0};
+    LgStatus status = c != NULL ? compile_call_in(&run, c, &state, 1, &r, &err)
+                                : interp_call_in(&run, program, 0, &state, 1, &r, &err);
     cr_assert_eq(status, LG_OK, "%s", err.message);
-    interp_loop_counts(&cond_runs, &body_runs);
+    size_t cond_runs = run.cond_runs, body_runs = run.body_runs;
     cr_assert_eq(r.count, 3);
     cr_assert_eq(tensor_get(r.tensors[0], 0).i64, (conds == 1 ? 0 : 2));
     cr_assert_eq(bits0(r.tensors[1]), acc, "acc 0x%08x, want 0x%08x", bits0(r.tensors[1]), acc);
@@ -250,9 +249,8 @@ Test(stage12, the_state_halves_at_every_run_of_cond)
     Tensor *state = tensor_full(&F32, 1.0, &err);
     IrResults r = {0, {NULL}};
     Trace trace = {0, {0}};
-    interp_loop_watch(record_captured, &trace);
-    LgStatus status = interp_call(program, 0, &state, 1, &r, &err);
-    interp_loop_watch(NULL, NULL);
+    InterpRun watched = {.watch = record_captured, .watch_context = &trace};
+    LgStatus status = interp_call_in(&watched, program, 0, &state, 1, &r, &err);
     cr_assert_eq(status, LG_OK, "%s", err.message);
     const uint32_t want[] = {0x3f4ccccd, 0x3ecccccd, 0x3e4ccccd, 0x3dcccccd};
     cr_assert_eq(trace.count, 4, "the loop begins, then cond runs three times");
@@ -379,10 +377,10 @@ Test(stage12, a_nested_loops_cond_mutating_the_outermost_tensor_is_found)
     LgError err = LG_ERROR_INIT;
     Tensor *state = tensor_full(&F32, 1.0, &err);
     IrResults r;
-    interp_loop_counts_reset();
-    cr_assert_eq(interp_call(program, 0, &state, 1, &r, &err), LG_OK, "%s", err.message);
-    size_t conds, bodies;
-    interp_loop_counts(&conds, &bodies);
+    InterpRun run = {.depth = 0};
+    cr_assert_eq(interp_call_in(&run, program, 0, &state, 1, &r, &err), LG_OK, "%s",
+                 err.message);
+    size_t conds = run.cond_runs, bodies = run.body_runs;
     cr_assert_eq(conds, 3u + 2 * 2, "outer cond 3 times, inner cond twice per outer body");
     cr_assert_eq(bodies, 2u + 2 * 1);
     cr_assert_eq(tensor_get(state, 0).f32, 0.8f * 0.5f * 0.5f * 0.5f * 0.5f);
@@ -631,10 +629,9 @@ Test(stage12, a_loop_that_never_ends_is_stopped)
               "%s", err.message);
     /* Compiled: the same refusal, after the same runs of cond and body. */
     CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
-    size_t cond_runs, body_runs;
-    interp_loop_counts_reset();
-    cr_assert_eq(compile_call(c, &s, 1, &r, &err), LG_ERR_BUDGET);
-    interp_loop_counts(&cond_runs, &body_runs);
+    InterpRun run = {.depth = 0};
+    cr_assert_eq(compile_call_in(&run, c, &s, 1, &r, &err), LG_ERR_BUDGET);
+    size_t cond_runs = run.cond_runs, body_runs = run.body_runs;
     cr_assert(strstr(err.message, "while_loop @c: cond still true after 65536 iterations"),
               "%s", err.message);
     cr_assert_eq(cond_runs, 65537u);
@@ -743,14 +740,15 @@ Test(stage12, a_function_shared_by_two_loops_and_every_form_compiled_match_eager
         IrResults eager, compiled;
         size_t eager_runs[2], compiled_runs[2];
         char differs[256];
-        interp_loop_counts_reset();
-        cr_assert_eq(interp_call(program, 0, eager_in, 2, &eager, &err), LG_OK, "%s",
-                     err.message);
-        interp_loop_counts(&eager_runs[0], &eager_runs[1]);
-        interp_loop_counts_reset();
-        cr_assert_eq(compile_call(c, compiled_in, 2, &compiled, &err), LG_OK, "%s",
-                     err.message);
-        interp_loop_counts(&compiled_runs[0], &compiled_runs[1]);
+        InterpRun eager_run = {.depth = 0}, compiled_run = {.depth = 0};
+        cr_assert_eq(interp_call_in(&eager_run, program, 0, eager_in, 2, &eager, &err),
+                     LG_OK, "%s", err.message);
+        eager_runs[0] = eager_run.cond_runs;
+        eager_runs[1] = eager_run.body_runs;
+        cr_assert_eq(compile_call_in(&compiled_run, c, compiled_in, 2, &compiled, &err),
+                     LG_OK, "%s", err.message);
+        compiled_runs[0] = compiled_run.cond_runs;
+        compiled_runs[1] = compiled_run.body_runs;
         cr_assert(compiledemo_compare_calls(&program->functions[0], eager_in, &eager,
                                             compiled_in, &compiled, differs, sizeof differs),
                   "call %d:%s", call + 1, differs);
@@ -1184,9 +1182,10 @@ Test(stage12, eager_and_compiled_charge_the_same_work_at_the_bound)
         CompiledProgram *c = compile_program(program, &options, &err);
         char compiled_message[LG_MESSAGE_MAX];
         snprintf(compiled_message, sizeof compiled_message, "%s", c ? "" : err.message);
-        LgStatus eager = interp_work_begin(program, NULL, 0, &err);
+        InterpRun run = {.depth = 0};
+        LgStatus eager = interp_work_begin(&run, program, NULL, 0, &err);
         if (eager == LG_OK)
-            interp_work_end();
+            interp_work_end(&run);
         cr_assert_eq(c != NULL, extra == 0, "the compiler accepts exactly the bound");
         cr_assert_eq(eager == LG_OK, extra == 0, "so does the interpreter, before running");
         if (extra == 1) {
