@@ -163,7 +163,7 @@ Test(stage11, only_the_copy_back_writes_an_existing_buffer)
     cr_assert_eq(c->buffers[0].input, 0);
     cr_assert_eq(c->nkernels, 1, "halve fuses into one kernel");
     cr_assert_eq(c->kernels[0].count, 3);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -188,7 +188,7 @@ Test(stage11, dependencies_of_the_write_after_read_example)
     for (size_t i = 0; i < 5; i++)
         cr_assert_eq(c->order[i], order[i], "position %zu", i);
     cr_assert_eq(c->kernels[1].numel, 3);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -224,7 +224,7 @@ Test(stage11, inplace_ops_kept_give_write_after_write)
     for (size_t call = 0; call < 2; call++) {
         IrResults re, rk;
         cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK);
-        cr_assert_eq(compiled_call(c, &k, 1, &rk, &err), LG_OK);
+        cr_assert_eq(compile_call(c, &k, 1, &rk, &err), LG_OK);
         cr_assert(tensor_equal_bits(re.tensors[0], rk.tensors[0]));
         cr_assert(tensor_equal_bits(e, k));
         interp_results_free(&re);
@@ -233,7 +233,7 @@ Test(stage11, inplace_ops_kept_give_write_after_write)
     cr_assert_eq(tensor_get(k, 0).f32, 36.0f, "1 * 2 * 3, then * 2 * 3");
     tensor_free(&e);
     tensor_free(&k);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -257,13 +257,13 @@ Test(stage11, kept_inplace_writes_stay_in_order_by_waw_when_raw_is_dropped)
         cr_assert_not_null(c, "%s", err.message);
         Tensor *in[2] = {tensor_full(&F32, 1.0, &err), tensor_full(&F32, 1.0, &err)};
         IrResults r;
-        cr_assert_eq(compiled_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(compile_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
         cr_assert_eq(tensor_get(in[0], 0).f32, want[i], "drops %u: x = %g", drops[i],
                      (double)tensor_get(in[0], 0).f32);
         interp_results_free(&r);
         tensor_free(&in[0]);
         tensor_free(&in[1]);
-        compiled_free(&c);
+        compile_free(&c);
     }
     ir_program_free(&program);
 }
@@ -283,12 +283,12 @@ Test(stage11, without_raw_dependencies_a_read_comes_before_its_write)
             cr_assert_eq(c->order[i], (drop ? bad : good)[i], "position %zu", i);
         Tensor *in[2] = {tensor_full(&F32, 1.0, &err), tensor_full(&F32, 0.0, &err)};
         IrResults r;
-        cr_assert_eq(compiled_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(compile_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
         cr_assert_eq(tensor_get(r.tensors[0], 0).f32, drop ? 2.0f : 3.0f);
         interp_results_free(&r);
         tensor_free(&in[0]);
         tensor_free(&in[1]);
-        compiled_free(&c);
+        compile_free(&c);
     }
     ir_program_free(&program);
 }
@@ -313,13 +313,13 @@ Test(stage11, a_value_read_before_its_write_in_a_kernel_reads_zero_in_every_bloc
     cr_assert_eq(c->buffers[c->value_buffer[u]].kernel_slot, SIZE_MAX, "u keeps a tensor");
     Tensor *in[2] = {tensor_full(&big, 0.0, &err), tensor_full(&big, 1.0, &err)};
     IrResults r;
-    cr_assert_eq(compiled_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(compile_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
     for (size_t i = 0; i < 2048; i++)
         cr_assert_eq(tensor_get(r.tensors[0], i).f32, 2.0f, "element %zu", i);
     interp_results_free(&r);
     tensor_free(&in[0]);
     tensor_free(&in[1]);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -338,13 +338,13 @@ Test(stage11, a_node_of_another_size_does_not_join_a_kernel)
     Tensor *x = tensor_full(&f32x3, 1.0, &err), *s = tensor_full(&F32, 2.0, &err);
     Tensor *in[2] = {x, s};
     IrResults r;
-    cr_assert_eq(compiled_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(compile_call(c, in, 2, &r, &err), LG_OK, "%s", err.message);
     for (size_t i = 0; i < 3; i++)
         cr_assert_eq(tensor_get(r.tensors[0], i).f32, 5.0f, "element %zu", i);
     interp_results_free(&r);
     tensor_free(&x);
     tensor_free(&s);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -359,8 +359,8 @@ Test(stage11, without_war_dependencies_the_copy_back_moves_too_early)
     cr_assert_eq(bad->kernels[0].count, 3, "n0 n3 n4 fused");
     Tensor *x1 = tensor_full(&F32, 2.0, &err), *x2 = tensor_full(&F32, 2.0, &err);
     IrResults r1, r2;
-    cr_assert_eq(compiled_call(good, &x1, 1, &r1, &err), LG_OK);
-    cr_assert_eq(compiled_call(bad, &x2, 1, &r2, &err), LG_OK);
+    cr_assert_eq(compile_call(good, &x1, 1, &r1, &err), LG_OK);
+    cr_assert_eq(compile_call(bad, &x2, 1, &r2, &err), LG_OK);
     cr_assert_eq(tensor_get(r1.tensors[0], 2).f32, 3.0f);
     cr_assert_eq(tensor_get(r2.tensors[0], 2).f32, 9.0f, "r read the new x");
     cr_assert_eq(bits0(x1), 0x41000000, "x = 8");
@@ -369,8 +369,8 @@ Test(stage11, without_war_dependencies_the_copy_back_moves_too_early)
     interp_results_free(&r2);
     tensor_free(&x1);
     tensor_free(&x2);
-    compiled_free(&good);
-    compiled_free(&bad);
+    compile_free(&good);
+    compile_free(&bad);
     ir_program_free(&program);
 }
 
@@ -385,10 +385,10 @@ static void assert_compiled_equals_eager(const char *text, double input, size_t 
     for (size_t call = 0; call < calls; call++) {
         IrResults re, rk;
         cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK, "%s", err.message);
-        cr_assert_eq(compiled_call(c, &k, 1, &rk, &err), LG_OK, "%s", err.message);
+        cr_assert_eq(compile_call(c, &k, 1, &rk, &err), LG_OK, "%s", err.message);
         char differs[LG_MESSAGE_MAX];
-        cr_assert(compiled_compare_calls(&program->functions[0], &e, &re, &k, &rk, differs,
-                                         sizeof differs),
+        cr_assert(compiledemo_compare_calls(&program->functions[0], &e, &re, &k, &rk,
+                                            differs, sizeof differs),
                   "call %zu: differs in%s", call + 1, differs);
         if (state_bits != NULL)
             cr_assert_eq(bits0(k), state_bits[call], "call %zu: 0x%08x", call + 1, bits0(k));
@@ -397,7 +397,7 @@ static void assert_compiled_equals_eager(const char *text, double input, size_t 
     }
     tensor_free(&e);
     tensor_free(&k);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -420,13 +420,13 @@ Test(stage11, a_returned_value_on_the_wrong_storage_is_a_mismatch)
     cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK);
     cr_assert_eq(interp_call(program, 0, &k, 1, &rk, &err), LG_OK);
     char differs[LG_MESSAGE_MAX];
-    cr_assert(compiled_compare_calls(fn, &e, &re, &k, &rk, differs, sizeof differs));
+    cr_assert(compiledemo_compare_calls(fn, &e, &re, &k, &rk, differs, sizeof differs));
     cr_assert_str_eq(differs, "");
     tensor_free(&rk.tensors[0]);
     rk.tensors[0] = tensor_alias(k, &err);
     cr_assert(tensor_equal_bits(re.tensors[0], rk.tensors[0]), "both 0.5");
     cr_assert(tensor_equal_bits(e, k), "both states 0.5");
-    cr_assert_not(compiled_compare_calls(fn, &e, &re, &k, &rk, differs, sizeof differs));
+    cr_assert_not(compiledemo_compare_calls(fn, &e, &re, &k, &rk, differs, sizeof differs));
     cr_assert_str_eq(differs, " storage of returned %answer");
     interp_results_free(&re);
     interp_results_free(&rk);
@@ -444,7 +444,7 @@ Test(stage11, log_order_compiled_keeps_log_3)
     CompiledProgram *c = compile_ok(program, 0);
     Tensor *x = tensor_full(&F32, 3.0, &err);
     IrResults r;
-    cr_assert_eq(compiled_call(c, &x, 1, &r, &err), LG_OK);
+    cr_assert_eq(compile_call(c, &x, 1, &r, &err), LG_OK);
     cr_assert_eq(bits0(r.tensors[0]), 0x3f8c9f54, "y = log 3 = 1.0986123");
     /* kernels {n0} {n1 n2}: n1 does not consume n0 (rule 2); the copy-back joins n1 */
     cr_assert_eq(c->nkernels, 2);
@@ -454,7 +454,7 @@ Test(stage11, log_order_compiled_keeps_log_3)
         cr_assert_eq(c->order[i], order[i], "position %zu", i);
     interp_results_free(&r);
     tensor_free(&x);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -467,11 +467,11 @@ Test(stage11, alias_compiled_doubles_the_input_and_returns_it)
     CompiledProgram *c = compile_ok(program, 0);
     Tensor *x = tensor_full(&F32, 1.0, &err);
     IrResults r;
-    cr_assert_eq(compiled_call(c, &x, 1, &r, &err), LG_OK);
+    cr_assert_eq(compile_call(c, &x, 1, &r, &err), LG_OK);
     cr_assert(tensor_same_storage(r.tensors[0], x), "the returned y is the caller's tensor");
     interp_results_free(&r);
     tensor_free(&x);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -495,7 +495,7 @@ Test(stage11, every_allocation_failure_of_the_compiler_leaves_nothing)
         CompiledProgram *c = compile_program(program, NULL, &err);
         mem_fail_at(0);
         if (c != NULL) {
-            compiled_free(&c);
+            compile_free(&c);
             break;
         }
         cr_assert_eq(err.status, LG_ERR_ALLOC, "k = %zu: %s", k, err.message);
@@ -516,7 +516,7 @@ Test(stage11, a_call_that_runs_out_of_memory_changes_no_input)
     for (;; k++) {
         IrResults r;
         mem_fail_at(k);
-        LgStatus status = compiled_call(c, &x, 1, &r, &err);
+        LgStatus status = compile_call(c, &x, 1, &r, &err);
         mem_fail_at(0);
         if (status == LG_OK) {
             interp_results_free(&r);
@@ -529,7 +529,7 @@ Test(stage11, a_call_that_runs_out_of_memory_changes_no_input)
     }
     cr_assert_eq(bits0(x), 0x41000000, "the successful call leaves 8");
     tensor_free(&x);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 

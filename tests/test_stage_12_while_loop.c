@@ -95,12 +95,11 @@ static void call_seed(const IrProgram *program, const CompiledProgram *c, Tensor
 {
     LgError err = LG_ERROR_INIT;
     IrResults r;
-    size_t cond_runs, body_runs;
-    interp_loop_counts_reset();
-    LgStatus status = c != NULL ? compiled_call(c, &state, 1, &r, &err)
-                                : interp_call(program, 0, &state, 1, &r, &err);
+    InterpRun run = {.depth = 0};
+    LgStatus status = c != NULL ? compile_call_in(&run, c, &state, 1, &r, &err)
+                                : interp_call_in(&run, program, 0, &state, 1, &r, &err);
     cr_assert_eq(status, LG_OK, "%s", err.message);
-    interp_loop_counts(&cond_runs, &body_runs);
+    size_t cond_runs = run.cond_runs, body_runs = run.body_runs;
     cr_assert_eq(r.count, 3);
     cr_assert_eq(tensor_get(r.tensors[0], 0).i64, (conds == 1 ? 0 : 2));
     cr_assert_eq(bits0(r.tensors[1]), acc, "acc 0x%08x, want 0x%08x", bits0(r.tensors[1]), acc);
@@ -136,7 +135,7 @@ Test(stage12, the_seed_compiled_with_the_union_equals_eager)
     IrProgram *program = parse_ok(seed_text);
     CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
     seed_three_calls(program, c);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -152,7 +151,7 @@ Test(stage12, the_body_only_analysis_reproduces_issue_195327)
     call_seed(program, c, state, 0x3ef5c290, 0x3da3d70b, 0x3f23d70b, 3, 2);
     call_seed(program, c, state, 0x3ec49ba6, 0x3d83126f, 0x3f03126f, 3, 2);
     tensor_free(&state);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -204,7 +203,7 @@ Test(stage12, the_union_orders_the_copy_back_after_the_loop_and_body_only_before
             cr_assert_eq(kernel_of(c, copy), kernel_of(c, mul), "fused into the pre-loop kernel");
             cr_assert_lt(kernel_of(c, copy), kernel_of(c, loop));
         }
-        compiled_free(&c);
+        compile_free(&c);
     }
     ir_program_free(&program);
 }
@@ -222,7 +221,7 @@ Test(stage12, stage_11_scheduling_alone_would_also_move_the_clone)
     CompiledProgram *c = compile_program(program, &options, &err);
     cr_assert_not_null(c, "%s", err.message);
     cr_assert_lt(kernel_of(c, node_of_op(c, IR_CLONE)), kernel_of(c, node_of_op(c, IR_WHILE_LOOP)));
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -250,9 +249,8 @@ Test(stage12, the_state_halves_at_every_run_of_cond)
     Tensor *state = tensor_full(&F32, 1.0, &err);
     IrResults r = {0, {NULL}};
     Trace trace = {0, {0}};
-    interp_loop_watch(record_captured, &trace);
-    LgStatus status = interp_call(program, 0, &state, 1, &r, &err);
-    interp_loop_watch(NULL, NULL);
+    InterpRun watched = {.watch = record_captured, .watch_context = &trace};
+    LgStatus status = interp_call_in(&watched, program, 0, &state, 1, &r, &err);
     cr_assert_eq(status, LG_OK, "%s", err.message);
     const uint32_t want[] = {0x3f4ccccd, 0x3ecccccd, 0x3e4ccccd, 0x3dcccccd};
     cr_assert_eq(trace.count, 4, "the loop begins, then cond runs three times");
@@ -290,7 +288,7 @@ Test(stage12, a_cond_false_at_once_still_runs_once)
                 call_seed(program, compiled ? c : NULL, state, 0, want[k], want[k], 1, 0);
             tensor_free(&state);
         }
-        compiled_free(&c);
+        compile_free(&c);
         ir_program_free(&program);
     }
 }
@@ -312,8 +310,8 @@ static size_t eager_union_body_only(const char *text, size_t ninputs)
     for (size_t k = 0; k < 3; k++) {
         IrResults r[3];
         cr_assert_eq(interp_call(program, 0, in[0], ninputs, &r[0], &err), LG_OK, "%s", err.message);
-        cr_assert_eq(compiled_call(cu, in[1], ninputs, &r[1], &err), LG_OK, "%s", err.message);
-        cr_assert_eq(compiled_call(cb, in[2], ninputs, &r[2], &err), LG_OK, "%s", err.message);
+        cr_assert_eq(compile_call(cu, in[1], ninputs, &r[1], &err), LG_OK, "%s", err.message);
+        cr_assert_eq(compile_call(cb, in[2], ninputs, &r[2], &err), LG_OK, "%s", err.message);
         bool same = true;
         for (size_t i = 0; i < r[0].count; i++) {
             cr_assert(tensor_equal_bits(r[0].tensors[i], r[1].tensors[i]), "call %zu result %zu",
@@ -331,8 +329,8 @@ static size_t eager_union_body_only(const char *text, size_t ninputs)
     for (size_t w = 0; w < 3; w++)
         for (size_t p = 0; p < ninputs; p++)
             tensor_free(&in[w][p]);
-    compiled_free(&cu);
-    compiled_free(&cb);
+    compile_free(&cu);
+    compile_free(&cb);
     ir_program_free(&program);
     return body_only_mismatches;
 }
@@ -342,7 +340,7 @@ Test(stage12, cond_and_body_mutating_one_tensor_make_one_record)
     IrProgram *program = parse_ok(shared_text);
     CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
     cr_assert_eq(mutation_records(&c->nodes[node_of_op(c, IR_WHILE_LOOP)]), 1u);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
     cr_assert_eq(eager_union_body_only(shared_text, 1), 0u, "the body mutates it too");
 }
@@ -354,7 +352,7 @@ Test(stage12, two_captured_tensors_one_mutated_in_cond_one_in_body)
         CompiledProgram *c = compile_ok(program, mode ? IR_ANALYSIS_BODY_ONLY : IR_ANALYSIS_UNION);
         const CompiledNode *loop = &c->nodes[node_of_op(c, IR_WHILE_LOOP)];
         cr_assert_eq(mutation_records(loop), mode ? 1u : 2u);
-        compiled_free(&c);
+        compile_free(&c);
     }
     IrMutation captured[IR_ARGS_MAX];
     LgError err = LG_ERROR_INIT;
@@ -374,15 +372,15 @@ Test(stage12, a_nested_loops_cond_mutating_the_outermost_tensor_is_found)
     CompiledProgram *cb = compile_ok(program, IR_ANALYSIS_BODY_ONLY);
     cr_assert_eq(mutation_records(&cu->nodes[node_of_op(cu, IR_WHILE_LOOP)]), 1u);
     cr_assert_eq(mutation_records(&cb->nodes[node_of_op(cb, IR_WHILE_LOOP)]), 0u);
-    compiled_free(&cu);
-    compiled_free(&cb);
+    compile_free(&cu);
+    compile_free(&cb);
     LgError err = LG_ERROR_INIT;
     Tensor *state = tensor_full(&F32, 1.0, &err);
     IrResults r;
-    interp_loop_counts_reset();
-    cr_assert_eq(interp_call(program, 0, &state, 1, &r, &err), LG_OK, "%s", err.message);
-    size_t conds, bodies;
-    interp_loop_counts(&conds, &bodies);
+    InterpRun run = {.depth = 0};
+    cr_assert_eq(interp_call_in(&run, program, 0, &state, 1, &r, &err), LG_OK, "%s",
+                 err.message);
+    size_t conds = run.cond_runs, bodies = run.body_runs;
     cr_assert_eq(conds, 3u + 2 * 2, "outer cond 3 times, inner cond twice per outer body");
     cr_assert_eq(bodies, 2u + 2 * 1);
     cr_assert_eq(tensor_get(state, 0).f32, 0.8f * 0.5f * 0.5f * 0.5f * 0.5f);
@@ -631,16 +629,15 @@ Test(stage12, a_loop_that_never_ends_is_stopped)
               "%s", err.message);
     /* Compiled: the same refusal, after the same runs of cond and body. */
     CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
-    size_t cond_runs, body_runs;
-    interp_loop_counts_reset();
-    cr_assert_eq(compiled_call(c, &s, 1, &r, &err), LG_ERR_BUDGET);
-    interp_loop_counts(&cond_runs, &body_runs);
+    InterpRun run = {.depth = 0};
+    cr_assert_eq(compile_call_in(&run, c, &s, 1, &r, &err), LG_ERR_BUDGET);
+    size_t cond_runs = run.cond_runs, body_runs = run.body_runs;
     cr_assert(strstr(err.message, "while_loop @c: cond still true after 65536 iterations"),
               "%s", err.message);
     cr_assert_eq(cond_runs, 65537u);
     cr_assert_eq(body_runs, 65536u);
     cr_assert_eq(r.count, 0u);
-    compiled_free(&c);
+    compile_free(&c);
     tensor_free(&s);
     ir_program_free(&program);
 }
@@ -664,7 +661,7 @@ static size_t allocations_of_call(const IrProgram *program, const CompiledProgra
         Tensor *in[2] = {tensor_full(&F32, 0.5, &err), tensor_full(&I64, (double)n, &err)};
         IrResults r;
         mem_fail_at(k);
-        LgStatus status = c != NULL ? compiled_call(c, in, 2, &r, &err)
+        LgStatus status = c != NULL ? compile_call(c, in, 2, &r, &err)
                                     : interp_call(program, 0, in, 2, &r, &err);
         mem_fail_at(0);
         if (status == LG_OK) {
@@ -713,7 +710,7 @@ Test(stage12, a_compiled_loop_allocates_nothing_per_iteration)
     cr_assert_eq(allocations_of_call(program, c, 300), compiled3);
     cr_assert_gt(allocations_of_call(program, NULL, 300), allocations_of_call(program, NULL, 3),
                  "the interpreter allocates per iteration");
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -743,16 +740,17 @@ Test(stage12, a_function_shared_by_two_loops_and_every_form_compiled_match_eager
         IrResults eager, compiled;
         size_t eager_runs[2], compiled_runs[2];
         char differs[256];
-        interp_loop_counts_reset();
-        cr_assert_eq(interp_call(program, 0, eager_in, 2, &eager, &err), LG_OK, "%s",
-                     err.message);
-        interp_loop_counts(&eager_runs[0], &eager_runs[1]);
-        interp_loop_counts_reset();
-        cr_assert_eq(compiled_call(c, compiled_in, 2, &compiled, &err), LG_OK, "%s",
-                     err.message);
-        interp_loop_counts(&compiled_runs[0], &compiled_runs[1]);
-        cr_assert(compiled_compare_calls(&program->functions[0], eager_in, &eager, compiled_in,
-                                         &compiled, differs, sizeof differs),
+        InterpRun eager_run = {.depth = 0}, compiled_run = {.depth = 0};
+        cr_assert_eq(interp_call_in(&eager_run, program, 0, eager_in, 2, &eager, &err),
+                     LG_OK, "%s", err.message);
+        eager_runs[0] = eager_run.cond_runs;
+        eager_runs[1] = eager_run.body_runs;
+        cr_assert_eq(compile_call_in(&compiled_run, c, compiled_in, 2, &compiled, &err),
+                     LG_OK, "%s", err.message);
+        compiled_runs[0] = compiled_run.cond_runs;
+        compiled_runs[1] = compiled_run.body_runs;
+        cr_assert(compiledemo_compare_calls(&program->functions[0], eager_in, &eager,
+                                            compiled_in, &compiled, differs, sizeof differs),
                   "call %d:%s", call + 1, differs);
         cr_assert_eq(tensor_get(compiled.tensors[0], 0).i64, 3);
         cr_assert_eq(eager_runs[0], 4u + 3u * 4u, "outer cond 4 times, inner cond 3 x 4");
@@ -765,7 +763,7 @@ Test(stage12, a_function_shared_by_two_loops_and_every_form_compiled_match_eager
         tensor_free(&eager_in[k]);
         tensor_free(&compiled_in[k]);
     }
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 }
 
@@ -800,7 +798,7 @@ Test(stage12, allocation_failures_leave_nothing_behind)
                 CompiledProgram *c = compile_program(program, &options, &err);
                 mem_fail_at(0);
                 if (c != NULL) {
-                    compiled_free(&c);
+                    compile_free(&c);
                     break;
                 }
                 cr_assert_eq(err.status, LG_ERR_ALLOC, "k = %zu: %s", k, err.message);
@@ -817,7 +815,7 @@ Test(stage12, allocation_failures_leave_nothing_behind)
                 IrResults r;
                 size_t live = mem_live_blocks();
                 mem_fail_at(k);
-                LgStatus status = compiled ? compiled_call(c, &state, 1, &r, &err)
+                LgStatus status = compiled ? compile_call(c, &state, 1, &r, &err)
                                            : interp_call(program, 0, &state, 1, &r, &err);
                 mem_fail_at(0);
                 if (status == LG_OK)
@@ -832,7 +830,7 @@ Test(stage12, allocation_failures_leave_nothing_behind)
             cr_assert_gt(k, 10);
             cr_assert_eq(mem_live_blocks(), before);
         }
-        compiled_free(&c);
+        compile_free(&c);
         ir_program_free(&program);
     }
 }
@@ -969,7 +967,7 @@ Test(stage12, loops_nest_up_to_the_bound_and_no_deeper)
     CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
     cr_assert_eq(mutation_records(&c->nodes[node_of_op(c, IR_WHILE_LOOP)]), 1u,
                  "the mutation 64 loops down reaches the outermost loop");
-    compiled_free(&c);
+    compile_free(&c);
     LgError err = LG_ERROR_INIT;
     Tensor *s = tensor_full(&F32, 1.0, &err);
     IrResults r;
@@ -1045,14 +1043,14 @@ Test(stage12, a_program_of_65536_values_compiles_into_one_kernel_and_one_more_is
     Tensor *e = tensor_full(&F32, 1.5, &err), *k = tensor_full(&F32, 1.5, &err);
     IrResults re, rc;
     cr_assert_eq(interp_call(program, 0, &e, 1, &re, &err), LG_OK, "%s", err.message);
-    cr_assert_eq(compiled_call(c, &k, 1, &rc, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(compile_call(c, &k, 1, &rc, &err), LG_OK, "%s", err.message);
     cr_assert_eq(tensor_get(re.tensors[0], 0).f32, -1.5f, "an odd number of negations");
     cr_assert(tensor_equal_bits(re.tensors[0], rc.tensors[0]));
     interp_results_free(&re);
     interp_results_free(&rc);
     tensor_free(&e);
     tensor_free(&k);
-    compiled_free(&c);
+    compile_free(&c);
     ir_program_free(&program);
 
     text = long_chain(IR_VALUES_MAX + 1);
@@ -1104,8 +1102,8 @@ Test(stage12, a_call_does_bounded_work_whatever_the_file_asks)
               err.message);
     cr_assert_eq(r.count, 0u);
     CompiledProgram *c = compile_ok(program, IR_ANALYSIS_UNION);
-    cr_assert_eq(compiled_call(c, &x, 1, &r, &err), LG_ERR_BUDGET, "the loop's kernel too");
-    compiled_free(&c);
+    cr_assert_eq(compile_call(c, &x, 1, &r, &err), LG_ERR_BUDGET, "the loop's kernel too");
+    compile_free(&c);
     tensor_free(&x);
     ir_program_free(&program);
 
@@ -1153,14 +1151,14 @@ static void call_both(const IrProgram *program, LgStatus status[2], char message
             CompileOptions options;
             memset(&options, 0, sizeof options);
             c = compile_program(program, &options, &err);
-            status[way] = c != NULL ? compiled_call(c, &x, 1, &r, &err) : err.status;
+            status[way] = c != NULL ? compile_call(c, &x, 1, &r, &err) : err.status;
         }
         if (status[way] != LG_OK)
             snprintf(message[way], 512, "%s", err.message);
         interp_results_free(&r);
         tensor_free(&x);
     }
-    compiled_free(&c);
+    compile_free(&c);
 }
 
 /* The work is decided before a call: the work table's entry of f, charged at once; then
@@ -1184,9 +1182,10 @@ Test(stage12, eager_and_compiled_charge_the_same_work_at_the_bound)
         CompiledProgram *c = compile_program(program, &options, &err);
         char compiled_message[LG_MESSAGE_MAX];
         snprintf(compiled_message, sizeof compiled_message, "%s", c ? "" : err.message);
-        LgStatus eager = interp_work_begin(program, NULL, 0, &err);
+        InterpRun run = {.depth = 0};
+        LgStatus eager = interp_work_begin(&run, program, NULL, 0, &err);
         if (eager == LG_OK)
-            interp_work_end();
+            interp_work_end(&run);
         cr_assert_eq(c != NULL, extra == 0, "the compiler accepts exactly the bound");
         cr_assert_eq(eager == LG_OK, extra == 0, "so does the interpreter, before running");
         if (extra == 1) {
@@ -1199,7 +1198,7 @@ Test(stage12, eager_and_compiled_charge_the_same_work_at_the_bound)
             cr_assert_str_eq(compiled_message, err.message);
             tensor_free(&x);
         }
-        compiled_free(&c);
+        compile_free(&c);
         ir_program_free(&program);
     }
 

@@ -3,7 +3,7 @@
  * and the loop rules); a refusal must be one line, exit status 2, and leave nothing
  * allocated. A program that parses must print to a text that parses back and prints the
  * same; then it is compiled and called twice eagerly and twice compiled on the same
- * inputs (compiled_side_by_side), with functionalization and without it, and every call
+ * inputs (compiledemo_side_by_side), with functionalization and without it, and every call
  * must match. Built by `make fuzz` with libFuzzer, and by `make test` into a driver that
  * runs the inputs kept in tests/fuzz/regressions/ir/ (tests/fuzz/regress_main.c). */
 #define _POSIX_C_SOURCE 200809L
@@ -104,7 +104,7 @@ static void run_side_by_side(const IrProgram *program, bool keep_inplace)
                               {.analysis = IR_ANALYSIS_UNION, .keep_inplace = keep_inplace}};
     LgError err = LG_ERROR_INIT;
     size_t mismatches = 0;
-    LgStatus status = compiled_side_by_side(NULL, program, &request, &mismatches, &err);
+    LgStatus status = compiledemo_side_by_side(NULL, program, &request, &mismatches, &err);
     if (status != LG_OK)
         expect_refusal(&err, "a refused call");
     if (status == LG_ERR_POSTCONDITION || status == LG_ERR_ALLOC)
@@ -139,7 +139,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CompiledProgram *c = compile_program(program, &options, &err);
             if (c == NULL)
                 expect_refusal(&err, "a refused compile");
-            compiled_free(&c);
+            compile_free(&c);
         }
         ir_program_free(&program);
     }
