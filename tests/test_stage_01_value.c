@@ -278,13 +278,13 @@ Test(stage01, a_quoted_word_over_60_characters_is_cut_with_its_length)
 
 Test(stage01, status_names)
 {
-    cr_assert_str_eq(status_name(LG_OK), "ok");
-    cr_assert_str_eq(status_name(LG_ERR_INVALID), "invalid");
-    cr_assert_str_eq(status_name(LG_ERR_BUDGET), "budget");
-    cr_assert_str_eq(status_name(LG_ERR_NONFINITE), "nonfinite");
-    cr_assert_str_eq(status_name(LG_ERR_ALLOC), "alloc");
-    cr_assert_str_eq(status_name(LG_ERR_IO), "io");
-    cr_assert_str_eq(status_name(LG_ERR_PATH), "path");
+    cr_assert_str_eq(error_status_name(LG_OK), "ok");
+    cr_assert_str_eq(error_status_name(LG_ERR_INVALID), "invalid");
+    cr_assert_str_eq(error_status_name(LG_ERR_BUDGET), "budget");
+    cr_assert_str_eq(error_status_name(LG_ERR_NONFINITE), "nonfinite");
+    cr_assert_str_eq(error_status_name(LG_ERR_ALLOC), "alloc");
+    cr_assert_str_eq(error_status_name(LG_ERR_IO), "io");
+    cr_assert_str_eq(error_status_name(LG_ERR_PATH), "path");
 }
 
 Test(stage01, sizes_are_exact_decimal_integers)

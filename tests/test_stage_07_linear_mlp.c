@@ -91,7 +91,7 @@ Test(stage07, row1_invalid_feature_name_or_init_is_refused_by_the_linear_plan)
     InitSpec bad_gain = SPEC, bad_role = SPEC;
     bad_gain.gain = 0.0;
     bad_role.role = (InitRole)7;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(linear_plan_make("fc1", 0, 4, 0, &SPEC, &p, &err), LG_ERR_SHAPE);
     cr_assert(has(&err, "features of fc1 must be positive: got in 0, out 4"), "%s", err.message);
     cr_assert_eq(linear_plan_make("fc1", (size_t)-1, 4, 0, &SPEC, &p, &err), LG_ERR_SHAPE);
@@ -141,7 +141,7 @@ Test(stage07, row2_adjacent_width_mismatch_is_refused_by_the_model_plan)
     ModelPlan plan;
     cr_assert_eq(linear_plan_make("fc1", 3, 4, 0, &SPEC, &layers[0], &err), LG_OK);
     cr_assert_eq(linear_plan_make("fc2", 5, 2, 0, &SPEC, &layers[1], &err), LG_OK);
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_make("mlp", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "layer widths do not connect: mlp.fc1 has 4 outputs, mlp.fc2 "
                                   "expects 5 inputs");
@@ -166,14 +166,14 @@ Test(stage07, row3_parameter_budget_19_makes_0_initializer_calls)
 {
     LgError err = LG_ERROR_INIT;
     ModelPlan plan;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_mlp("mlp", (const size_t[]){3, 4, 2}, 3, 0, &SPEC, 19, &plan, &err),
                  LG_ERR_BUDGET);
     cr_assert_str_eq(err.message, "parameter budget exceeded: need 20, limit 19");
     assert_nothing_since(before, "budget 19 at the plan");
     plan = mlp_plan((const size_t[]){3, 4, 2}, 3, 0, 20);
     plan.parameter_limit = 19; /* changed after planning: model_new checks again */
-    before = tally_now();
+    before = mlpdemo_tally_now();
     cr_assert_null(model_new(&plan, &err));
     cr_assert_str_eq(err.message, "parameter budget exceeded: need 20, limit 19");
     assert_nothing_since(before, "budget 19 at model_new");
@@ -193,7 +193,7 @@ Test(stage07, row1_a_gain_whose_scale_is_not_finite_and_positive_is_refused_at_t
     hot.gain = 1.79e308;
     cold.gain = 1e-200;
     ModelPlan plan;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_mlp("mlp", (const size_t[]){3, 4, 2}, 3, 0, &hot, SIZE_MAX, &plan,
                                 &err), LG_ERR_NONFINITE);
     cr_assert_str_eq(err.message, "fc1: init variance must be finite: gain 1.79e+308, fan-in 3 "
@@ -204,7 +204,7 @@ Test(stage07, row1_a_gain_whose_scale_is_not_finite_and_positive_is_refused_at_t
     assert_nothing_since(before, "gain refused at the plan");
     plan = mlp_plan((const size_t[]){3, 4, 2}, 3, 0, SIZE_MAX);
     plan.layer[1].init.gain = 1.79e308; /* changed after planning: model_new checks again */
-    before = tally_now();
+    before = mlpdemo_tally_now();
     cr_assert_null(model_new(&plan, &err));
     cr_assert_eq(err.status, LG_ERR_NONFINITE);
     cr_assert(has(&err, "fc2: init variance must be finite: gain 1.79e+308, fan-in 4"), "%s",
@@ -250,7 +250,7 @@ Test(stage07, row4_nonfinite_initializer_result_stops_before_materialization)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         BrokenInit broken = {0, cases[i].k, cases[i].value};
-        Tally before = tally_now();
+        Tally before = mlpdemo_tally_now();
         cr_assert_null(model_new_with_initializer(&plan, broken_init, &broken, &err));
         cr_assert_eq(err.status, LG_ERR_NONFINITE);
         cr_assert(has(&err, cases[i].message), "%s", err.message);
@@ -305,7 +305,7 @@ Test(stage07, row5_duplicate_names_are_refused_by_the_plan_and_by_the_seal)
     ModelPlan plan;
     cr_assert_eq(linear_plan_make("fc", 3, 4, 0, &SPEC, &layers[0], &err), LG_OK);
     cr_assert_eq(linear_plan_make("fc", 4, 2, 0, &SPEC, &layers[1], &err), LG_OK);
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_make("mlp", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "duplicate layer name: mlp.fc (layers 1 and 2)");
     assert_nothing_since(before, "duplicate at the plan");
@@ -314,7 +314,7 @@ Test(stage07, row5_duplicate_names_are_refused_by_the_plan_and_by_the_seal)
     strcpy(twins[0].plan.name, "fc");
     strcpy(twins[1].plan.name, "fc");
     ParameterSeal seal;
-    before = tally_now();
+    before = mlpdemo_tally_now();
     cr_assert_eq(parameter_seal_make("mlp", twins, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "duplicate parameter name: mlp.fc.weight[0,0] (layers 1 and "
                                   "2 are both fc)");
@@ -338,7 +338,7 @@ Test(stage07, row6_the_seeds_2x2_alias_is_refused_at_the_creation_boundary)
     cr_assert_eq(linear_plan_make("fc1", 2, 2, 0, &SPEC, &layer.plan, &err), LG_OK);
     ParameterSeal seal;
     memset(&seal, 0, sizeof seal);
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(parameter_seal_make("mlp", &layer, 1, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "undeclared parameter alias: mlp.fc1.weight[0,0] and "
                                   "mlp.fc1.weight[0,1] are one Value");
@@ -372,7 +372,7 @@ Test(stage07, aliases_across_layers_are_refused_with_a_deterministic_pair)
 
 Test(stage07, the_model_materializes_20_distinct_parameters_on_a_full_tape)
 {
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     Model *m = seed_model(0);
     cr_assert_eq(init_call_count() - before.calls, 20, "one call per weight value");
     cr_assert_eq(value_nodes_written() - before.nodes, 20, "20 leaves, nothing else");
@@ -421,7 +421,7 @@ Test(stage07, parameter_values_are_stage_06_draws_at_their_logical_positions)
 /* A bias is an independent zero-initialized vector, or nothing at all: delta P = 6. */
 Test(stage07, a_bias_is_a_zero_vector_of_its_own_or_nothing)
 {
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     Model *m = seed_model(1);
     cr_assert_eq(init_call_count() - before.calls, 20, "a bias is not drawn");
     cr_assert_eq(model_parameter_count(m), 26, "20 + delta P = 6");
@@ -559,7 +559,7 @@ Test(stage07, row9_node_budget_37_fails_after_0_operations_and_38_uses_exactly_3
     cr_assert_eq(f.step[2].nodes, 14);
     cr_assert_eq(f.nodes, 38);
     ModelForwardReport r;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_null(model_forward(m, graph, x, 37, &r, &err));
     cr_assert_eq(err.status, LG_ERR_BUDGET);
     cr_assert_str_eq(err.message, "node budget exceeded: need 38, limit 37");
@@ -588,7 +588,7 @@ Test(stage07, row12_a_forward_larger_than_any_tape_is_refused_by_the_plan)
     LgError err = LG_ERROR_INIT;
     ModelPlan plan = mlp_plan((const size_t[]){10000, 10000}, 2, 0, SIZE_MAX);
     ModelForwardPlan f;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_forward(&plan, (Shape){1000, 10000}, SIZE_MAX, &f, &err),
                  LG_ERR_BUDGET);
     cr_assert_str_eq(err.message, "tape capacity exceeded: need 199990000000 nodes, "
@@ -614,7 +614,7 @@ Test(stage07, row13_an_option_run_over_the_plan_limit_is_refused_before_any_tape
     LgError err = LG_ERROR_INIT;
     ModelPlan plan = mlp_plan((const size_t[]){3, 4, 2}, 3, 0, SIZE_MAX);
     ModelForwardPlan f;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_forward(&plan, (Shape){500000, 3}, SIZE_MAX, &f, &err), LG_OK,
                  "%s", err.message);
     cr_assert_eq(f.nodes, 19000000);
@@ -632,7 +632,7 @@ Test(stage07, a_graph_tape_too_small_for_the_plan_is_refused_before_the_first_no
     Tape *inputs = lg_new_tape(6), *graph = lg_new_tape(75), *params = m->parameters;
     Matrix *x = input(inputs, 2, 3);
     ModelForwardReport r;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_null(model_forward(m, graph, x, SIZE_MAX, &r, &err));
     cr_assert_str_eq(err.message, "tape capacity exceeded: need 76 nodes, 75 free of 75");
     cr_assert_eq(tape_count(graph), 0);
@@ -655,7 +655,7 @@ Test(stage07, row8_input_width_mismatch_is_refused_at_the_model_entry)
     Tape *inputs = lg_new_tape(10), *graph = lg_new_tape(100);
     Matrix *x = input(inputs, 2, 5);
     ModelForwardReport r;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_null(model_forward(m, graph, x, SIZE_MAX, &r, &err));
     cr_assert_eq(err.status, LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "input width mismatch: x has 5 columns, mlp.fc1 expects 3");
@@ -690,7 +690,7 @@ Test(stage07, row7_replaced_storage_is_caught_though_the_manifest_looks_fine)
     }
     cr_assert(manifest_ok, "the old manifest still looks fine");
     ModelForwardReport r;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_null(model_forward(m, graph, x, SIZE_MAX, &r, &err));
     cr_assert_eq(err.status, LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "fc1 parameter storage identity changed: mlp.fc1.weight[0,0] "
@@ -842,7 +842,7 @@ Test(stage07, the_one_pass_checks_of_a_forward_report_as_the_separate_checks_do)
     matrix_free(&y);
     b->values[1] = stranger;
     tape_reset(graph);
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_null(model_forward(m, graph, x, SIZE_MAX, &r, &err));
     cr_assert_str_eq(err.message, "fc2 parameter storage identity changed: mlp.fc2.bias[1] is "
                                   "not the sealed Value");
@@ -903,7 +903,7 @@ Test(stage07, row10_a_changed_parameter_is_caught_by_the_postcondition)
     cr_assert_eq(model_check_parameters_unchanged(m, &err), LG_OK);
     Value *w = m->layer[0].weight->values[0];
     w->grad = 1.0;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_check_parameters_unchanged(m, &err), LG_ERR_POSTCONDITION);
     cr_assert_str_eq(err.message, "forward changed parameter mlp.fc1.weight[0,0]: grad 0 -> 1");
     assert_nothing_since(before, "the check");
@@ -930,7 +930,7 @@ Test(stage07, row11_a_planner_executor_mismatch_is_caught_by_the_postcondition)
     ModelForwardPlan f;
     cr_assert_eq(model_plan_forward(&m->plan, (Shape){2, 3}, SIZE_MAX, &f, &err), LG_OK);
     cr_assert_eq(model_forward_check_result(&f, (Shape){2, 2}, 76, 76, &err), LG_OK);
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_forward_check_result(&f, (Shape){2, 3}, 76, 76, &err),
                  LG_ERR_POSTCONDITION);
     cr_assert_str_eq(err.message, "postcondition failed: planned output (2, 2), the executor "
@@ -1054,7 +1054,7 @@ Test(stage07, planning_a_forward_builds_nothing_at_any_batch)
     LgError err = LG_ERROR_INIT;
     ModelPlan plan = mlp_plan((const size_t[]){64, 64, 64, 1}, 4, 1, SIZE_MAX);
     ModelForwardPlan small, large;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_forward(&plan, (Shape){1, 64}, SIZE_MAX, &small, &err), LG_OK);
     cr_assert_eq(model_plan_forward(&plan, (Shape){8000, 64}, SIZE_MAX, &large, &err), LG_OK);
     assert_nothing_since(before, "planning");
@@ -1114,7 +1114,7 @@ Test(stage07, every_allocation_failure_of_a_forward_leaves_nothing)
     size_t k = 1;
     for (;; k++) {
         ModelForwardReport r;
-        Tally before = tally_now();
+        Tally before = mlpdemo_tally_now();
         mem_fail_at(k);
         Matrix *y = model_forward(m, graph, x, SIZE_MAX, &r, &err);
         mem_fail_at(0);

@@ -254,7 +254,7 @@ Test(stage08, eps_negative_nan_infinite_refused_with_rule_and_number)
     Vector *g = gain_leaves(inputs, 2, NULL);
     for (int k = 0; k < 3; k++) {
         cr_assert_eq(rmsnorm_check_eps(bad[k], "eps", &err), LG_ERR_INVALID);
-        Tally before = tally_now();
+        Tally before = mlpdemo_tally_now();
         cr_assert_null(rmsnorm_forward(graph, x, g, bad[k], &err));
         cr_assert(strstr(err.message, "rmsnorm epsilon must be finite and >= 0") != NULL);
         cr_assert(strstr(err.message, shown[k]) != NULL, "%s", err.message);
@@ -268,7 +268,7 @@ Test(stage08, eps_negative_nan_infinite_refused_with_rule_and_number)
         cr_assert_eq(model_plan_prenorm("res", 4, 8, 1, 0, 0, 1e-5, &SPEC, SIZE_MAX, &plan, &err),
                      LG_OK);
         plan.layer[0].eps = bad[k];
-        before = tally_now();
+        before = mlpdemo_tally_now();
         cr_assert_null(model_new(&plan, &err));
         cr_assert_eq(err.status, LG_ERR_INVALID);
         assert_nothing_since(before, "model_new of a changed plan");
@@ -319,7 +319,7 @@ Test(stage08, rmsnorm_forward_refuses_before_the_first_node)
     Tape *inputs = lg_new_tape(8), *graph = lg_new_tape(9);
     Matrix *x = row_leaves(inputs, 1, 2, (const double[]){3.0, -4.0});
     Vector *g3 = gain_leaves(inputs, 3, NULL), *g = gain_leaves(inputs, 2, NULL);
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_null(rmsnorm_forward(graph, x, g3, 0.0, &err));
     cr_assert_str_eq(err.message, "rmsnorm gain has 3 entries, x has 2 columns");
     cr_assert_null(rmsnorm_forward(graph, x, g, 0.0, &err));
@@ -345,7 +345,7 @@ Test(stage08, residual_costs_T_C_and_refuses_a_width_change)
     Tape *inputs = lg_new_tape(26), *graph = lg_new_tape(8);
     Matrix *x = row_leaves(inputs, 2, 4, NULL), *f5 = row_leaves(inputs, 2, 5, NULL);
     Matrix *f4 = row_leaves(inputs, 2, 4, NULL);
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_null(residual_add(graph, x, f5, &err));
     cr_assert_str_eq(err.message, "residual shape rule: f must map (2, 4) to (2, 4): got (2, 5) "
                                   "from the branch");
@@ -372,7 +372,7 @@ Test(stage08, model_plan_refuses_a_branch_that_changes_the_width)
     cr_assert_eq(linear_plan_set_norm(&layers[0], 1e-5, &err), LG_OK);
     cr_assert_eq(linear_plan_make("fc2", 8, 5, 0, &SPEC, &layers[1], &err), LG_OK);
     cr_assert_eq(linear_plan_set_residual(&layers[1], 2, &err), LG_OK);
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_make("res", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "residual shape rule: res.fc1..fc2 must map width 4 to width "
                                   "4: it maps 4 to 5");
@@ -468,7 +468,7 @@ Test(stage08, chapter_model_budgets_one_below_do_nothing)
 {
     LgError err = LG_ERROR_INIT;
     ModelPlan plan;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_prenorm("res", 4, 8, 1, 0, 0, 1e-5, &SPEC, 67, &plan, &err),
                  LG_ERR_BUDGET);
     cr_assert_str_eq(err.message, "parameter budget exceeded: need 68, limit 67");
@@ -478,7 +478,7 @@ Test(stage08, chapter_model_budgets_one_below_do_nothing)
     Tape *inputs = lg_new_tape(8), *graph = lg_new_tape(292);
     Matrix *x = chapter_input(inputs, 0);
     ModelForwardReport r;
-    before = tally_now();
+    before = mlpdemo_tally_now();
     cr_assert_null(model_forward(m, graph, x, 291, &r, &err));
     cr_assert_str_eq(err.message, "node budget exceeded: need 292, limit 291");
     cr_assert_eq(r.scalar_ops, 0);
@@ -503,7 +503,7 @@ Test(stage08, seal_refuses_short_aliased_and_replaced_gains)
     Linear layers[2] = {m->layer[0], m->layer[1]};
     ParameterSeal seal;
     layers[0].gain = short_gain;
-    Tally before = tally_now();
+    Tally before = mlpdemo_tally_now();
     cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "res.fc1.gain has 3 entries, its plan says 4");
     Value *aliased[4];
@@ -527,7 +527,7 @@ Test(stage08, seal_refuses_short_aliased_and_replaced_gains)
     Vector *own = m->layer[0].gain;
     m->layer[0].gain = other;
     ModelForwardReport r;
-    before = tally_now();
+    before = mlpdemo_tally_now();
     cr_assert_null(model_forward(m, graph, x, SIZE_MAX, &r, &err));
     cr_assert_str_eq(err.message, "fc1 parameter storage identity changed: res.fc1.gain[0] is "
                                   "not the sealed Value");

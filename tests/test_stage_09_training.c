@@ -16,9 +16,11 @@
 #include "checkpoint.h"
 #include "cost.h"
 #include "dataset.h"
+#include "loss.h"
 #include "model.h"
 #include "train.h"
 #include "traindemo.h"
+#include "trainer.h"
 
 LG_SUITE(stage09);
 

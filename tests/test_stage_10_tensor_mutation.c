@@ -475,7 +475,8 @@ Test(stage10, malformed_programs_are_refused_with_line_and_column)
         LgError err = LG_ERROR_INIT;
         cr_assert_null(ir_parse(cases[i].text, "t", &err), "case %zu parsed", i);
         cr_assert_str_eq(err.message, cases[i].message, "case %zu", i);
-        cr_assert_eq(err.status, cases[i].status, "case %zu: %s", i, status_name(err.status));
+        cr_assert_eq(err.status, cases[i].status, "case %zu: %s", i,
+                     error_status_name(err.status));
         cr_assert_eq(mem_live_blocks(), 0, "case %zu left blocks", i);
     }
 }
@@ -845,7 +846,7 @@ Test(stage10, a_limit_of_a_program_file_is_a_bad_input_file)
     cr_assert_eq(runner_make_inputs(&program->functions[0], (char *const *)specs, 2, inputs,
                                     &err), LG_ERR_IR_LIMIT);
     ir_program_free(&program);
-    cr_assert_str_eq(status_name(LG_ERR_IR_LIMIT), "ir-limit");
+    cr_assert_str_eq(error_status_name(LG_ERR_IR_LIMIT), "ir-limit");
 }
 
 Test(stage10, program_tells_the_halve_story)

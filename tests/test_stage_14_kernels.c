@@ -13,6 +13,7 @@
 #include "kernel.h"
 #include "model.h"
 #include "train.h"
+#include "trainer.h"
 
 LG_SUITE(stage14);
 
