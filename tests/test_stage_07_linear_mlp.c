@@ -725,7 +725,7 @@ Test(stage07, every_difference_between_live_storage_and_seal_is_refused)
     cr_assert_eq(model_check_seal(m, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "parameter names changed: sealed mlp.fc2, live mlp.fc9");
     strcpy(m->layer[1].plan.name, "fc2");
-    Vector *b = vector_new_leaves(spare, 2, NULL, "b", &err);
+    Vector *b = matrix_new_vector_leaves(spare, 2, NULL, "b", &err);
     m->layer[1].bias = b;
     cr_assert_eq(model_check_seal(m, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "parameter storage changed: sealed 20 parameters, live 22");
@@ -744,7 +744,7 @@ Test(stage07, every_difference_between_live_storage_and_seal_is_refused)
     own->values[3]->data = was;
     cr_assert_eq(model_check_seal(m, &err), LG_OK, "%s", err.message);
     matrix_free(&turned);
-    vector_free(&b);
+    matrix_free_vector(&b);
     tape_free(&spare);
     model_free(&m);
 }
