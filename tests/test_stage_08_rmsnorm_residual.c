@@ -368,10 +368,10 @@ Test(stage08, model_plan_refuses_a_branch_that_changes_the_width)
     LgError err = LG_ERROR_INIT;
     LinearPlan layers[2];
     ModelPlan plan;
-    cr_assert_eq(linear_plan_make("fc1", 4, 8, 0, &SPEC, &layers[0], &err), LG_OK);
-    cr_assert_eq(linear_plan_set_norm(&layers[0], 1e-5, &err), LG_OK);
-    cr_assert_eq(linear_plan_make("fc2", 8, 5, 0, &SPEC, &layers[1], &err), LG_OK);
-    cr_assert_eq(linear_plan_set_residual(&layers[1], 2, &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc1", 4, 8, 0, &SPEC, &layers[0], &err), LG_OK);
+    cr_assert_eq(model_plan_norm(&layers[0], 1e-5, &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc2", 8, 5, 0, &SPEC, &layers[1], &err), LG_OK);
+    cr_assert_eq(model_plan_residual(&layers[1], 2, &err), LG_OK);
     Tally before = tally_now();
     cr_assert_eq(model_plan_make("res", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "residual shape rule: res.fc1..fc2 must map width 4 to width "
@@ -379,13 +379,13 @@ Test(stage08, model_plan_refuses_a_branch_that_changes_the_width)
     layers[1].residual = 3;
     cr_assert_eq(model_plan_make("res", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "the residual of res.fc2 spans 3 layers, only 2 end there");
-    cr_assert_eq(linear_plan_set_residual(&layers[1], 0, &err), LG_ERR_INVALID);
+    cr_assert_eq(model_plan_residual(&layers[1], 0, &err), LG_ERR_INVALID);
     cr_assert_str_eq(err.message, "a residual spans 1 to 16 layers: got 0 at fc2");
     layers[0].use_norm = 2;
     cr_assert_eq(model_plan_make("res", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_INVALID);
     cr_assert_str_eq(err.message, "use_norm of fc1 must be 0 or 1: got 2");
-    cr_assert_eq(linear_plan_set_norm(&layers[1], 1e-5, &err), LG_OK);
-    cr_assert_eq(linear_plan_set_norm(&layers[1], 1e-5, &err), LG_ERR_INVALID);
+    cr_assert_eq(model_plan_norm(&layers[1], 1e-5, &err), LG_OK);
+    cr_assert_eq(model_plan_norm(&layers[1], 1e-5, &err), LG_ERR_INVALID);
     cr_assert_str_eq(err.message, "fc2 already has an input norm");
     assert_nothing_since(before, "refused plans");
 }
@@ -504,22 +504,22 @@ Test(stage08, seal_refuses_short_aliased_and_replaced_gains)
     ParameterSeal seal;
     layers[0].gain = short_gain;
     Tally before = tally_now();
-    cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_SHAPE);
+    cr_assert_eq(model_seal_layers("res", layers, 2, &seal, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "res.fc1.gain has 3 entries, its plan says 4");
     Value *aliased[4];
     Vector alias = {4, aliased};
     memcpy(aliased, m->layer[0].gain->values, sizeof aliased);
     aliased[1] = m->layer[0].weight->values[0];
     layers[0].gain = &alias;
-    cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "undeclared parameter alias: res.fc1.weight[0,0] and "
                                   "res.fc1.gain[1] are one Value");
     layers[0].gain = NULL;
-    cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "res.fc1 declares an input norm and has no gain");
     layers[0].gain = m->layer[0].gain;
     layers[1].gain = other;
-    cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "res.fc2 has a gain its plan does not declare");
     assert_nothing_since(before, "refused seals");
     Tape *inputs = lg_new_tape(8), *graph = lg_new_tape(292);
