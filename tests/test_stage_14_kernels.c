@@ -11,6 +11,7 @@
 #include "dense.h"
 #include "densedemo.h"
 #include "kernel.h"
+#include "linear.h"
 #include "model.h"
 #include "train.h"
 
