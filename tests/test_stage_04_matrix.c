@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "linear.h"
 #include "matrix.h"
 #include "value.h"
 
@@ -26,18 +27,18 @@ static double number(size_t k)
 Test(stage04, shape_check_refuses_non_positive_and_too_large_shapes)
 {
     LgError err = LG_ERROR_INIT;
-    cr_assert_eq(shape_check((Shape){2, 3}, "x", &err), LG_OK);
-    cr_assert_eq(shape_check((Shape){1, MATRIX_ENTRIES_MAX}, "x", &err), LG_OK);
-    cr_assert_eq(shape_check((Shape){0, 3}, "x", &err), LG_ERR_SHAPE);
+    cr_assert_eq(matrix_check_shape((Shape){2, 3}, "x", &err), LG_OK);
+    cr_assert_eq(matrix_check_shape((Shape){1, MATRIX_ENTRIES_MAX}, "x", &err), LG_OK);
+    cr_assert_eq(matrix_check_shape((Shape){0, 3}, "x", &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "shape of x must be positive: got (0, 3)");
-    cr_assert_eq(shape_check((Shape){3, 0}, "W", &err), LG_ERR_SHAPE);
+    cr_assert_eq(matrix_check_shape((Shape){3, 0}, "W", &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "shape of W must be positive: got (3, 0)");
-    cr_assert_eq(shape_check((Shape){2, MATRIX_ENTRIES_MAX / 2 + 1}, "x", &err), LG_ERR_SHAPE);
+    cr_assert_eq(matrix_check_shape((Shape){2, MATRIX_ENTRIES_MAX / 2 + 1}, "x", &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message,
                      "shape of x too large: (2, 67108865) has more than 134217728 entries");
     /* SIZE_MAX * 2 wraps around to SIZE_MAX - 1 if formed; the check never forms it. */
-    cr_assert_eq(shape_check((Shape){SIZE_MAX, 2}, "W", &err), LG_ERR_SHAPE);
-    cr_assert_eq(shape_check((Shape){(size_t)1 << 32, (size_t)1 << 32}, "W", &err),
+    cr_assert_eq(matrix_check_shape((Shape){SIZE_MAX, 2}, "W", &err), LG_ERR_SHAPE);
+    cr_assert_eq(matrix_check_shape((Shape){(size_t)1 << 32, (size_t)1 << 32}, "W", &err),
                  LG_ERR_SHAPE, "2^64 entries would wrap to 0");
     cr_assert_str_eq(err.message, "shape of W too large: (4294967296, 4294967296) has more"
                                   " than 134217728 entries");
@@ -46,12 +47,12 @@ Test(stage04, shape_check_refuses_non_positive_and_too_large_shapes)
 Test(stage04, vector_length_must_be_positive_and_bounded)
 {
     LgError err = LG_ERROR_INIT;
-    cr_assert_eq(vector_check_length(4, "b", &err), LG_OK);
-    cr_assert_eq(vector_check_length(0, "b", &err), LG_ERR_SHAPE);
+    cr_assert_eq(matrix_check_length(4, "b", &err), LG_OK);
+    cr_assert_eq(matrix_check_length(0, "b", &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "length of b must be positive: got 0");
-    cr_assert_eq(vector_check_length(MATRIX_ENTRIES_MAX + 1, "b", &err), LG_ERR_SHAPE);
+    cr_assert_eq(matrix_check_length(MATRIX_ENTRIES_MAX + 1, "b", &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "length of b too large: 134217729 entries, more than 134217728");
-    Vector *v = vector_new(0, "b", &err);
+    Vector *v = matrix_new_vector(0, "b", &err);
     cr_assert_null(v);
     cr_assert_eq(mem_live_blocks(), 0);
 }
@@ -83,7 +84,7 @@ Test(stage04, leaves_without_data_are_zeros_and_matrix_new_leaves_entries_null)
 {
     LgError err = LG_ERROR_INIT;
     Tape *t = lg_new_tape(4);
-    Vector *b = vector_new_leaves(t, 4, NULL, "b", &err);
+    Vector *b = matrix_new_vector_leaves(t, 4, NULL, "b", &err);
     cr_assert_not_null(b, "%s", err.message);
     cr_assert_eq(b->length, 4);
     for (size_t o = 0; o < 4; o++)
@@ -93,7 +94,7 @@ Test(stage04, leaves_without_data_are_zeros_and_matrix_new_leaves_entries_null)
     for (size_t k = 0; k < 4; k++)
         cr_assert_null(m->values[k]);
     matrix_free(&m);
-    vector_free(&b);
+    matrix_free_vector(&b);
     tape_free(&t);
 }
 
@@ -105,7 +106,7 @@ Test(stage04, leaf_constructors_check_everything_before_writing)
     cr_assert_null(matrix_new_leaves(t, (Shape){2, 2}, bad, "x", &err));
     cr_assert_eq(err.status, LG_ERR_NONFINITE);
     cr_assert_str_eq(err.message, "data of x at (1, 1) must be finite: got nan");
-    cr_assert_null(vector_new_leaves(t, 4, bad, "b", &err));
+    cr_assert_null(matrix_new_vector_leaves(t, 4, bad, "b", &err));
     cr_assert_str_eq(err.message, "data of b at 3 must be finite: got nan");
     cr_assert_null(matrix_new_leaves(t, (Shape){1, 5}, NULL, "x", &err));
     cr_assert_eq(err.status, LG_ERR_BUDGET);
@@ -184,7 +185,7 @@ Test(stage04, linear_forward_sums_left_to_right_with_the_bias_last)
         bd[o] = 0.3 * (double)o - 0.2;
     Tape *params = lg_new_tape(T * IN + OUT * IN + OUT), *graph = lg_new_tape(T * OUT * 2 * IN);
     Matrix *x = leaves(params, T, IN, xd), *w = leaves(params, OUT, IN, wd);
-    Vector *b = vector_new_leaves(params, OUT, bd, "b", &err);
+    Vector *b = matrix_new_vector_leaves(params, OUT, bd, "b", &err);
     Matrix *y = linear_forward(graph, x, w, b, &err);
     cr_assert_not_null(y, "%s", err.message);
     cr_assert(y->rows == T && y->cols == OUT);
@@ -200,7 +201,7 @@ Test(stage04, linear_forward_sums_left_to_right_with_the_bias_last)
         }
     cr_assert_eq(tape_count(graph), T * OUT * 2 * IN, "T C_out (2 C_in - 1 + 1) nodes");
     matrix_free(&y);
-    vector_free(&b);
+    matrix_free_vector(&b);
     matrix_free(&w);
     matrix_free(&x);
     tape_free(&graph);
@@ -223,7 +224,7 @@ Test(stage04, linear_forward_writes_exactly_linear_node_count_nodes)
                     Shape xs = {ts[a], ins[c]}, ws = {outs[d], ins[c]};
                     Matrix *x = leaves(params, xs.rows, xs.cols, NULL);
                     Matrix *w = leaves(params, ws.rows, ws.cols, NULL);
-                    Vector *b = bias ? vector_new_leaves(params, ws.rows, NULL, "b", &err) : NULL;
+                    Vector *b = bias ? matrix_new_vector_leaves(params, ws.rows, NULL, "b", &err) : NULL;
                     Matrix *y = linear_forward(graph, x, w, b, &err);
                     cr_assert_not_null(y, "%s", err.message);
                     size_t expect = ts[a] * outs[d] * (2 * ins[c] - 1 + (size_t)bias);
@@ -231,7 +232,7 @@ Test(stage04, linear_forward_writes_exactly_linear_node_count_nodes)
                     cr_assert_eq(tape_count(graph), expect, "T=%zu C_in=%zu C_out=%zu bias=%d",
                                  ts[a], ins[c], outs[d], bias);
                     matrix_free(&y);
-                    vector_free(&b);
+                    matrix_free_vector(&b);
                     matrix_free(&w);
                     matrix_free(&x);
                 }
@@ -247,8 +248,8 @@ Test(stage04, every_shape_error_is_found_before_the_first_node)
     Tape *params = lg_new_tape(64), *graph = lg_new_tape(256);
     Matrix *x = leaves(params, 2, 3, NULL), *w = leaves(params, 4, 3, NULL);
     Matrix *w44 = leaves(params, 4, 4, NULL), *w1 = leaves(params, 1, 4, NULL);
-    Vector *b3 = vector_new_leaves(params, 3, NULL, "b", &err);
-    Vector *b1 = vector_new_leaves(params, 1, NULL, "b", &err);
+    Vector *b3 = matrix_new_vector_leaves(params, 3, NULL, "b", &err);
+    Vector *b1 = matrix_new_vector_leaves(params, 1, NULL, "b", &err);
     size_t blocks = mem_live_blocks(), params_count = tape_count(params);
     struct { const Matrix *w; const Vector *b; const char *message; } cases[] = {
         {w44, NULL, "shape mismatch: x has 3 columns, W expects 4"},
@@ -281,8 +282,8 @@ Test(stage04, every_shape_error_is_found_before_the_first_node)
     cr_assert_str_eq(err.message,
                      "shape of y too large: (16384, 16384) has more than 134217728 entries");
     cr_assert(y.rows == 1 && y.cols == 3, "*y untouched on failure");
-    vector_free(&b1);
-    vector_free(&b3);
+    matrix_free_vector(&b1);
+    matrix_free_vector(&b3);
     matrix_free(&w1);
     matrix_free(&w44);
     matrix_free(&w);
@@ -335,7 +336,7 @@ Test(stage04, the_forward_reads_parameters_and_changes_none_of_them)
     for (size_t k = 0; k < 4; k++)
         bd[k] = number(k + 18);
     Matrix *x = leaves(params, 2, 3, xd), *w = leaves(params, 4, 3, wd);
-    Vector *b = vector_new_leaves(params, 4, bd, "b", &err);
+    Vector *b = matrix_new_vector_leaves(params, 4, bd, "b", &err);
     Value snapshot[32];
     size_t n = tape_count(params);
     for (size_t k = 0; k < n; k++)
@@ -353,7 +354,7 @@ Test(stage04, the_forward_reads_parameters_and_changes_none_of_them)
         cr_assert(v->data == snapshot[k].data && v->grad == snapshot[k].grad);
         cr_assert(v->op == VALUE_LEAF);
     }
-    vector_free(&b);
+    matrix_free_vector(&b);
     matrix_free(&w);
     matrix_free(&x);
     tape_free(&graph);
@@ -422,8 +423,8 @@ static void *make(int which, Tape *params, Tape *graph, const Matrix *x, const M
     switch (which) {
     case MAKE_MATRIX: return matrix_new((Shape){2, 3}, "m", err);
     case MAKE_MATRIX_LEAVES: return matrix_new_leaves(params, (Shape){2, 3}, NULL, "m", err);
-    case MAKE_VECTOR: return vector_new(3, "v", err);
-    case MAKE_VECTOR_LEAVES: return vector_new_leaves(params, 3, NULL, "v", err);
+    case MAKE_VECTOR: return matrix_new_vector(3, "v", err);
+    case MAKE_VECTOR_LEAVES: return matrix_new_vector_leaves(params, 3, NULL, "v", err);
     case MAKE_LINEAR: return linear_forward(graph, x, w, NULL, err);
     case MAKE_LINEAR_BIAS: return linear_forward(graph, x, w, b, err);
     case MAKE_RELU: return matrix_relu(graph, x, err);
@@ -435,7 +436,7 @@ static void unmake(int which, void *made)
 {
     if (which == MAKE_VECTOR || which == MAKE_VECTOR_LEAVES) {
         Vector *v = made;
-        vector_free(&v);
+        matrix_free_vector(&v);
     } else {
         Matrix *m = made;
         matrix_free(&m);
@@ -447,7 +448,7 @@ Test(stage04, every_constructor_survives_each_allocation_failure)
     LgError err = LG_ERROR_INIT;
     Tape *params = lg_new_tape(256), *graph = lg_new_tape(256);
     Matrix *x = leaves(params, 2, 3, NULL), *w = leaves(params, 4, 3, NULL);
-    Vector *b = vector_new_leaves(params, 4, NULL, "b", &err);
+    Vector *b = matrix_new_vector_leaves(params, 4, NULL, "b", &err);
     for (int which = 0; which < MAKE_COUNT; which++) {
         size_t k = 1;
         for (;; k++) {
@@ -467,7 +468,7 @@ Test(stage04, every_constructor_survives_each_allocation_failure)
         }
         cr_assert_eq(k, 3, "constructor %d: two allocations, the third attempt succeeds", which);
     }
-    vector_free(&b);
+    matrix_free_vector(&b);
     matrix_free(&w);
     matrix_free(&x);
     tape_free(&graph);

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "cost.h"
+#include "linear.h"
 #include "matrix.h"
 #include "value.h"
 
@@ -53,7 +54,7 @@ Test(stage05, the_closed_form_equals_three_independent_counts_over_a_grid)
                     tape_reset(params);
                     tape_reset(graph);
                     Matrix *x = leaves(params, T, in), *w = leaves(params, out, in);
-                    Vector *b = bias ? vector_new_leaves(params, out, NULL, "b", &err) : NULL;
+                    Vector *b = bias ? matrix_new_vector_leaves(params, out, NULL, "b", &err) : NULL;
                     size_t planned = planned_linear(T, in, out, bias);
                     cr_assert_eq(planned, T * out * (2 * in - 1 + (size_t)bias));
                     cr_assert_eq(planned, linear_node_count((Shape){T, in}, (Shape){out, in},
@@ -71,7 +72,7 @@ Test(stage05, the_closed_form_equals_three_independent_counts_over_a_grid)
                                  "bias=%d", T, in, out, bias);
                     cr_assert_eq(reach.leaves, 0, "x, W and b live on another tape");
                     matrix_free(&y);
-                    vector_free(&b);
+                    matrix_free_vector(&b);
                     matrix_free(&w);
                     matrix_free(&x);
                     cases++;
@@ -119,8 +120,8 @@ static Mlp run_mlp(size_t T, int bias, size_t limit, LgError *err)
     Mlp m = {{0, 0, 0, 0}, 0, 0, 0, {0, 0}, LG_OK};
     Tape *params = lg_new_tape(64), *graph = lg_new_tape(256);
     Matrix *x = leaves(params, T, 3), *w1 = leaves(params, 4, 3), *w2 = leaves(params, 2, 4);
-    Vector *b1 = bias ? vector_new_leaves(params, 4, NULL, "b1", err) : NULL;
-    Vector *b2 = bias ? vector_new_leaves(params, 2, NULL, "b2", err) : NULL;
+    Vector *b1 = bias ? matrix_new_vector_leaves(params, 4, NULL, "b1", err) : NULL;
+    Vector *b2 = bias ? matrix_new_vector_leaves(params, 2, NULL, "b2", err) : NULL;
     size_t blocks = mem_live_blocks(), hook = value_nodes_written();
     Matrix *y = cost_mlp_forward(graph, x, w1, b1, w2, b2, limit, &m.plan, err);
     m.hook = value_nodes_written() - hook;
@@ -135,8 +136,8 @@ static Mlp run_mlp(size_t T, int bias, size_t limit, LgError *err)
         m.blocks_left = mem_live_blocks() - blocks;
     }
     cr_assert_eq(tape_count(graph), m.hook, "every node written went on the graph tape");
-    vector_free(&b2);
-    vector_free(&b1);
+    matrix_free_vector(&b2);
+    matrix_free_vector(&b1);
     matrix_free(&w2);
     matrix_free(&w1);
     matrix_free(&x);
@@ -399,7 +400,7 @@ Test(stage05, allocation_failures_leave_nothing_behind)
     LgError err = LG_ERROR_INIT;
     Tape *params = lg_new_tape(32), *graph = lg_new_tape(256);
     Matrix *x = leaves(params, 2, 3), *w = leaves(params, 4, 3);
-    Vector *b = vector_new_leaves(params, 4, NULL, "b", &err);
+    Vector *b = matrix_new_vector_leaves(params, 4, NULL, "b", &err);
     size_t k = 1;
     for (;; k++) {
         size_t blocks = mem_live_blocks(), nodes = tape_count(graph), hook = value_nodes_written();
@@ -435,7 +436,7 @@ Test(stage05, allocation_failures_leave_nothing_behind)
     }
     cr_assert_eq(k, 3);
     matrix_free(&y);
-    vector_free(&b);
+    matrix_free_vector(&b);
     matrix_free(&w);
     matrix_free(&x);
     tape_free(&graph);

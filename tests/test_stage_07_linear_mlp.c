@@ -67,13 +67,13 @@ Test(stage07, linear_plan_derives_shapes_and_parameter_count)
 {
     LgError err = LG_ERROR_INIT;
     LinearPlan p;
-    cr_assert_eq(linear_plan_make("fc1", 3, 4, 0, &SPEC, &p, &err), LG_OK, "%s", err.message);
+    cr_assert_eq(model_plan_layer("fc1", 3, 4, 0, &SPEC, &p, &err), LG_OK, "%s", err.message);
     cr_assert_str_eq(p.name, "fc1");
     cr_assert_eq(p.weight_shape.rows, 4, "one row per output feature");
     cr_assert_eq(p.weight_shape.cols, 3);
     cr_assert_eq(p.bias_length, 0);
     cr_assert_eq(p.parameters, 12, "P_linear = C_out C_in");
-    cr_assert_eq(linear_plan_make("fc1", 3, 4, 1, &SPEC, &p, &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc1", 3, 4, 1, &SPEC, &p, &err), LG_OK);
     cr_assert_eq(p.bias_length, 4);
     cr_assert_eq(p.parameters, 16, "P_linear = C_out C_in + C_out");
 }
@@ -92,28 +92,28 @@ Test(stage07, row1_invalid_feature_name_or_init_is_refused_by_the_linear_plan)
     bad_gain.gain = 0.0;
     bad_role.role = (InitRole)7;
     Tally before = mlpdemo_tally_now();
-    cr_assert_eq(linear_plan_make("fc1", 0, 4, 0, &SPEC, &p, &err), LG_ERR_SHAPE);
+    cr_assert_eq(model_plan_layer("fc1", 0, 4, 0, &SPEC, &p, &err), LG_ERR_SHAPE);
     cr_assert(has(&err, "features of fc1 must be positive: got in 0, out 4"), "%s", err.message);
-    cr_assert_eq(linear_plan_make("fc1", (size_t)-1, 4, 0, &SPEC, &p, &err), LG_ERR_SHAPE);
+    cr_assert_eq(model_plan_layer("fc1", (size_t)-1, 4, 0, &SPEC, &p, &err), LG_ERR_SHAPE);
     cr_assert(has(&err, "shape of fc1.weight too large: (4, 18446744073709551615)"), "%s",
               err.message);
-    cr_assert_eq(linear_plan_make("fc1", 3, 4, 2, &SPEC, &p, &err), LG_ERR_INVALID);
+    cr_assert_eq(model_plan_layer("fc1", 3, 4, 2, &SPEC, &p, &err), LG_ERR_INVALID);
     cr_assert(has(&err, "use_bias of fc1 must be 0 or 1: got 2"), "%s", err.message);
     static const char *const names[] = {"", "fc 1", " fc1", "fc1.weight", "fc[1]",
                                         "a_name_of_thirty_two_characters_"};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
-        cr_assert_eq(linear_plan_make(names[k], 3, 4, 0, &SPEC, &p, &err), LG_ERR_INVALID,
+        cr_assert_eq(model_plan_layer(names[k], 3, 4, 0, &SPEC, &p, &err), LG_ERR_INVALID,
                      "'%s'", names[k]);
         cr_assert(has(&err, "a layer name must be 1 to 31 characters of A-Z, a-z, 0-9 and _"),
                   "%s", err.message);
     }
-    cr_assert_eq(linear_plan_make("fc1", 3, 4, 0, &bad_gain, &p, &err), LG_ERR_INVALID);
+    cr_assert_eq(model_plan_layer("fc1", 3, 4, 0, &bad_gain, &p, &err), LG_ERR_INVALID);
     cr_assert(has(&err, "fc1: init gain must be finite and > 0: got 0"), "%s", err.message);
-    cr_assert_eq(linear_plan_make("fc1", 3, 4, 0, &bad_role, &p, &err), LG_ERR_INVALID);
+    cr_assert_eq(model_plan_layer("fc1", 3, 4, 0, &bad_role, &p, &err), LG_ERR_INVALID);
     cr_assert(has(&err, "fc1: init role must be linear (0) or relu (1): got 7"));
     cr_assert_eq(memcmp(&p, &untouched, sizeof p), 0, "a refused plan writes nothing");
     assert_nothing_since(before, "refused LinearPlans");
-    cr_assert_eq(linear_plan_make("a_name_of_thirty_one_characters", 3, 4, 0, &SPEC, &p, &err),
+    cr_assert_eq(model_plan_layer("a_name_of_thirty_one_characters", 3, 4, 0, &SPEC, &p, &err),
                  LG_OK, "31 characters are allowed");
 }
 
@@ -139,8 +139,8 @@ Test(stage07, row2_adjacent_width_mismatch_is_refused_by_the_model_plan)
     LgError err = LG_ERROR_INIT;
     LinearPlan layers[2];
     ModelPlan plan;
-    cr_assert_eq(linear_plan_make("fc1", 3, 4, 0, &SPEC, &layers[0], &err), LG_OK);
-    cr_assert_eq(linear_plan_make("fc2", 5, 2, 0, &SPEC, &layers[1], &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc1", 3, 4, 0, &SPEC, &layers[0], &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc2", 5, 2, 0, &SPEC, &layers[1], &err), LG_OK);
     Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_make("mlp", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "layer widths do not connect: mlp.fc1 has 4 outputs, mlp.fc2 "
@@ -303,8 +303,8 @@ Test(stage07, row5_duplicate_names_are_refused_by_the_plan_and_by_the_seal)
     LgError err = LG_ERROR_INIT;
     LinearPlan layers[2];
     ModelPlan plan;
-    cr_assert_eq(linear_plan_make("fc", 3, 4, 0, &SPEC, &layers[0], &err), LG_OK);
-    cr_assert_eq(linear_plan_make("fc", 4, 2, 0, &SPEC, &layers[1], &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc", 3, 4, 0, &SPEC, &layers[0], &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc", 4, 2, 0, &SPEC, &layers[1], &err), LG_OK);
     Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_make("mlp", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "duplicate layer name: mlp.fc (layers 1 and 2)");
@@ -315,7 +315,7 @@ Test(stage07, row5_duplicate_names_are_refused_by_the_plan_and_by_the_seal)
     strcpy(twins[1].plan.name, "fc");
     ParameterSeal seal;
     before = mlpdemo_tally_now();
-    cr_assert_eq(parameter_seal_make("mlp", twins, 2, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("mlp", twins, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "duplicate parameter name: mlp.fc.weight[0,0] (layers 1 and "
                                   "2 are both fc)");
     assert_nothing_since(before, "duplicate at the seal");
@@ -335,11 +335,11 @@ Test(stage07, row6_the_seeds_2x2_alias_is_refused_at_the_creation_boundary)
     w->values[2] = value_new(hand, 1.0);
     w->values[3] = value_new(hand, 2.0);
     Linear layer = {.weight = w, .bias = NULL};
-    cr_assert_eq(linear_plan_make("fc1", 2, 2, 0, &SPEC, &layer.plan, &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc1", 2, 2, 0, &SPEC, &layer.plan, &err), LG_OK);
     ParameterSeal seal;
     memset(&seal, 0, sizeof seal);
     Tally before = mlpdemo_tally_now();
-    cr_assert_eq(parameter_seal_make("mlp", &layer, 1, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("mlp", &layer, 1, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "undeclared parameter alias: mlp.fc1.weight[0,0] and "
                                   "mlp.fc1.weight[0,1] are one Value");
     assert_nothing_since(before, "the alias");
@@ -361,7 +361,7 @@ Test(stage07, aliases_across_layers_are_refused_with_a_deterministic_pair)
     w2->values[7] = m->layer[0].weight->values[0]; /* fc2[1,3] is fc1[0,0] */
     layers[1].weight = w2;
     ParameterSeal seal;
-    cr_assert_eq(parameter_seal_make("mlp", layers, 2, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("mlp", layers, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "undeclared parameter alias: mlp.fc1.weight[1,2] and "
                                   "mlp.fc2.weight[1,2] are one Value");
     matrix_free(&w2);
@@ -725,7 +725,7 @@ Test(stage07, every_difference_between_live_storage_and_seal_is_refused)
     cr_assert_eq(model_check_seal(m, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "parameter names changed: sealed mlp.fc2, live mlp.fc9");
     strcpy(m->layer[1].plan.name, "fc2");
-    Vector *b = vector_new_leaves(spare, 2, NULL, "b", &err);
+    Vector *b = matrix_new_vector_leaves(spare, 2, NULL, "b", &err);
     m->layer[1].bias = b;
     cr_assert_eq(model_check_seal(m, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "parameter storage changed: sealed 20 parameters, live 22");
@@ -744,7 +744,7 @@ Test(stage07, every_difference_between_live_storage_and_seal_is_refused)
     own->values[3]->data = was;
     cr_assert_eq(model_check_seal(m, &err), LG_OK, "%s", err.message);
     matrix_free(&turned);
-    vector_free(&b);
+    matrix_free_vector(&b);
     tape_free(&spare);
     model_free(&m);
 }
@@ -760,7 +760,7 @@ Test(stage07, repeated_forwards_keep_identities_and_change_no_parameter)
     Matrix *x = input(inputs, 2, 3);
     ParameterRef before[20], after[20];
     double data[20], grad[20], first[4];
-    parameter_refs_collect(m->layer, 2, before);
+    model_collect_parameter_refs(m->layer, 2, before);
     for (size_t k = 0; k < 20; k++) {
         m->layer[k < 12 ? 0 : 1].weight->values[k < 12 ? k : k - 12]->grad = 0.25 * (double)k;
         data[k] = before[k].value->data;
@@ -778,7 +778,7 @@ Test(stage07, repeated_forwards_keep_identities_and_change_no_parameter)
         }
         matrix_free(&y);
     }
-    parameter_refs_collect(m->layer, 2, after);
+    model_collect_parameter_refs(m->layer, 2, after);
     for (size_t k = 0; k < 20; k++) {
         cr_assert_eq(after[k].value, before[k].value, "identity %zu", k);
         cr_assert_eq(memcmp(&after[k].value->data, &data[k], sizeof data[k]), 0);

@@ -40,7 +40,7 @@ static Matrix *row_leaves(Tape *inputs, size_t rows, size_t width, const double 
 static Vector *gain_leaves(Tape *inputs, size_t width, const double *data)
 {
     LgError err = LG_ERROR_INIT;
-    Vector *g = vector_new_leaves(inputs, width, data, "g", &err);
+    Vector *g = matrix_new_vector_leaves(inputs, width, data, "g", &err);
     cr_assert_not_null(g, "%s", err.message);
     if (data == NULL)
         for (size_t i = 0; i < width; i++)
@@ -71,7 +71,7 @@ Test(stage08, example_row_numbers_and_its_10_nodes_four_ways)
     cr_assert_float_eq(y->values[0]->data, 0.848528137423857, 1e-15);
     cr_assert_float_eq(y->values[1]->data, -1.131370849898476, 1e-15);
     matrix_free(&y);
-    vector_free(&g);
+    matrix_free_vector(&g);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -102,7 +102,7 @@ Test(stage08, rmsnorm_node_count_closed_form_equals_tape_hook_and_walk)
             cr_assert_eq(value_nodes_written() - hook, closed, "T %zu C %zu", T, C);
             cr_assert_eq(reach.operations, closed, "T %zu C %zu", T, C);
             matrix_free(&y);
-            vector_free(&g);
+            matrix_free_vector(&g);
             matrix_free(&x);
             tape_free(&graph);
             tape_free(&inputs);
@@ -138,7 +138,7 @@ Test(stage08, example_gradient_three_ways_and_orthogonal_to_x)
     cr_assert_eq(value_check_gradient(graph, L, v, 4, &check, &err), LG_OK, "%s", err.message);
     cr_assert_lt(check.error, GRADCHECK_TOLERANCE);
     matrix_free(&y);
-    vector_free(&g);
+    matrix_free_vector(&g);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -170,7 +170,7 @@ Test(stage08, gradient_three_ways_on_a_general_row)
     cr_assert_eq(value_check_gradient(graph, L, v, 5, &check, &err), LG_OK, "%s", err.message);
     cr_assert_lt(check.error, GRADCHECK_TOLERANCE);
     matrix_free(&y);
-    vector_free(&g);
+    matrix_free_vector(&g);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -192,7 +192,7 @@ Test(stage08, eps_identity_both_sides_at_1e_5)
     cr_assert_float_eq(lhs, -2.2627389845e-07, 1e-15);
     cr_assert_float_eq(rhs, -2.2627389845e-07, 1e-15);
     matrix_free(&y);
-    vector_free(&g);
+    matrix_free_vector(&g);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -215,7 +215,7 @@ Test(stage08, eps_sets_input_scale_and_the_largest_gradient)
     cr_assert_eq(x->values[0]->grad, 316.2277660168379, "g / sqrt(eps), exactly");
     cr_assert_eq(x->values[1]->grad, 0.0);
     matrix_free(&y);
-    vector_free(&g);
+    matrix_free_vector(&g);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -237,7 +237,7 @@ Test(stage08, eps_below_the_spacing_of_the_doubles_does_nothing)
         cr_assert(memcmp(&y0->values[i]->data, &y1->values[i]->data, sizeof(double)) == 0);
     matrix_free(&y1);
     matrix_free(&y0);
-    vector_free(&g);
+    matrix_free_vector(&g);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -283,7 +283,7 @@ Test(stage08, eps_negative_nan_infinite_refused_with_rule_and_number)
     cr_assert_not_null(got, "%s", err.message);
     double back = strtod(got + 4, NULL);
     cr_assert(memcmp(&back, &refused, sizeof back) == 0, "%s", err.message);
-    vector_free(&g);
+    matrix_free_vector(&g);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -306,7 +306,7 @@ Test(stage08, zero_row_with_eps_0_is_reported_with_its_row)
     cr_assert_not_null(y, "eps > 0 makes the zero row finite: %s", err.message);
     cr_assert_eq(y->values[2]->data, 0.0);
     matrix_free(&y);
-    vector_free(&g);
+    matrix_free_vector(&g);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -325,8 +325,8 @@ Test(stage08, rmsnorm_forward_refuses_before_the_first_node)
     cr_assert_null(rmsnorm_forward(graph, x, g, 0.0, &err));
     cr_assert_eq(err.status, LG_ERR_BUDGET, "10 nodes do not fit 9: %s", err.message);
     assert_nothing_since(before, "refused rmsnorm");
-    vector_free(&g);
-    vector_free(&g3);
+    matrix_free_vector(&g);
+    matrix_free_vector(&g3);
     matrix_free(&x);
     tape_free(&graph);
     tape_free(&inputs);
@@ -368,10 +368,10 @@ Test(stage08, model_plan_refuses_a_branch_that_changes_the_width)
     LgError err = LG_ERROR_INIT;
     LinearPlan layers[2];
     ModelPlan plan;
-    cr_assert_eq(linear_plan_make("fc1", 4, 8, 0, &SPEC, &layers[0], &err), LG_OK);
-    cr_assert_eq(linear_plan_set_norm(&layers[0], 1e-5, &err), LG_OK);
-    cr_assert_eq(linear_plan_make("fc2", 8, 5, 0, &SPEC, &layers[1], &err), LG_OK);
-    cr_assert_eq(linear_plan_set_residual(&layers[1], 2, &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc1", 4, 8, 0, &SPEC, &layers[0], &err), LG_OK);
+    cr_assert_eq(model_plan_norm(&layers[0], 1e-5, &err), LG_OK);
+    cr_assert_eq(model_plan_layer("fc2", 8, 5, 0, &SPEC, &layers[1], &err), LG_OK);
+    cr_assert_eq(model_plan_residual(&layers[1], 2, &err), LG_OK);
     Tally before = mlpdemo_tally_now();
     cr_assert_eq(model_plan_make("res", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "residual shape rule: res.fc1..fc2 must map width 4 to width "
@@ -379,13 +379,13 @@ Test(stage08, model_plan_refuses_a_branch_that_changes_the_width)
     layers[1].residual = 3;
     cr_assert_eq(model_plan_make("res", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "the residual of res.fc2 spans 3 layers, only 2 end there");
-    cr_assert_eq(linear_plan_set_residual(&layers[1], 0, &err), LG_ERR_INVALID);
+    cr_assert_eq(model_plan_residual(&layers[1], 0, &err), LG_ERR_INVALID);
     cr_assert_str_eq(err.message, "a residual spans 1 to 16 layers: got 0 at fc2");
     layers[0].use_norm = 2;
     cr_assert_eq(model_plan_make("res", layers, 2, SIZE_MAX, &plan, &err), LG_ERR_INVALID);
     cr_assert_str_eq(err.message, "use_norm of fc1 must be 0 or 1: got 2");
-    cr_assert_eq(linear_plan_set_norm(&layers[1], 1e-5, &err), LG_OK);
-    cr_assert_eq(linear_plan_set_norm(&layers[1], 1e-5, &err), LG_ERR_INVALID);
+    cr_assert_eq(model_plan_norm(&layers[1], 1e-5, &err), LG_OK);
+    cr_assert_eq(model_plan_norm(&layers[1], 1e-5, &err), LG_ERR_INVALID);
     cr_assert_str_eq(err.message, "fc2 already has an input norm");
     assert_nothing_since(before, "refused plans");
 }
@@ -504,22 +504,22 @@ Test(stage08, seal_refuses_short_aliased_and_replaced_gains)
     ParameterSeal seal;
     layers[0].gain = short_gain;
     Tally before = mlpdemo_tally_now();
-    cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_SHAPE);
+    cr_assert_eq(model_seal_layers("res", layers, 2, &seal, &err), LG_ERR_SHAPE);
     cr_assert_str_eq(err.message, "res.fc1.gain has 3 entries, its plan says 4");
     Value *aliased[4];
     Vector alias = {4, aliased};
     memcpy(aliased, m->layer[0].gain->values, sizeof aliased);
     aliased[1] = m->layer[0].weight->values[0];
     layers[0].gain = &alias;
-    cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "undeclared parameter alias: res.fc1.weight[0,0] and "
                                   "res.fc1.gain[1] are one Value");
     layers[0].gain = NULL;
-    cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "res.fc1 declares an input norm and has no gain");
     layers[0].gain = m->layer[0].gain;
     layers[1].gain = other;
-    cr_assert_eq(parameter_seal_make("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
+    cr_assert_eq(model_seal_layers("res", layers, 2, &seal, &err), LG_ERR_IDENTITY);
     cr_assert_str_eq(err.message, "res.fc2 has a gain its plan does not declare");
     assert_nothing_since(before, "refused seals");
     Tape *inputs = lg_new_tape(8), *graph = lg_new_tape(292);
@@ -540,8 +540,8 @@ Test(stage08, seal_refuses_short_aliased_and_replaced_gains)
     cr_assert_eq(own->values[2]->data, 0.5, "a forward changes no gain");
     matrix_free(&y);
     matrix_free(&x);
-    vector_free(&other);
-    vector_free(&short_gain);
+    matrix_free_vector(&other);
+    matrix_free_vector(&short_gain);
     tape_free(&graph);
     tape_free(&inputs);
     tape_free(&hand);

@@ -11,6 +11,7 @@
 #include "dense.h"
 #include "densedemo.h"
 #include "kernel.h"
+#include "linear.h"
 #include "model.h"
 #include "train.h"
 #include "trainer.h"
@@ -495,7 +496,7 @@ static void expect_linear_equals_tape(size_t T, size_t IN, size_t OUT)
     Tape *tape = lg_new_tape(8 * T * IN * OUT + 4 * (T + OUT) * (IN + 1) + 100);
     Matrix *mx = matrix_new_leaves(tape, (Shape){T, IN}, x, "x", &err);
     Matrix *mw = matrix_new_leaves(tape, (Shape){OUT, IN}, w, "w", &err);
-    Vector *vb = vector_new_leaves(tape, OUT, b, "b", &err);
+    Vector *vb = matrix_new_vector_leaves(tape, OUT, b, "b", &err);
     Matrix *my = linear_forward(tape, mx, mw, vb, &err);
     cr_assert_not_null(my, "%s", err.message);
     Value *loss = NULL; /* L = sum gy * y: dL/dy = gy */
@@ -518,7 +519,7 @@ static void expect_linear_equals_tape(size_t T, size_t IN, size_t OUT)
     matrix_free(&my);
     matrix_free(&mx);
     matrix_free(&mw);
-    vector_free(&vb);
+    matrix_free_vector(&vb);
     tape_free(&tape);
     free(x), free(w), free(b), free(gy), free(y), free(wt), free(gx), free(gw), free(gb);
 }
