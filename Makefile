@@ -576,7 +576,7 @@ build/results/solution-%-patch.tex: solutions/%.patch tools/solution-patch-show 
 	$(Q)if cmp -s $@ $(@:-patch.tex=-whole.tex); then rm -f $(@:-patch.tex=-whole.tex); fi
 build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
 	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
-	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
+	  "run make check-solutions UPDATE=1 SOLUTION=$*" >&2; exit 1; }
 	$(Q)mkdir -p $(@D)
 	$(Q)tools/solution-outcome solutions/results/$*.txt > $@
 # Under a solution in the book, the verdict: what make check-solutions saw without the
