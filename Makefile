@@ -444,7 +444,7 @@ $(BOOK_FIGS): build/fig/book/%.pdf: docs/figures/%.dot | deps
 	$(Q)cp $< $(@D)/$*.dot && dot -Gmargin=0 -Tpdf $< -o $@
 
 TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
-# docs/litgrad.bib is among them: an edited entry makes every PDF that cites again (the
+# docs/litgrad.bib is among them: an edited entry rebuilds every PDF that cites (the
 # book, the companion, each stage's), and tools/texpdf reruns bibtex when the .bib changes.
 DOCS := $(wildcard docs/*.tex docs/*.bib)
 # tools/texpdf runs pdflatex (and bibtex) until the references are stable; it is given the
