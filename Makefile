@@ -444,6 +444,8 @@ $(BOOK_FIGS): build/fig/book/%.pdf: docs/figures/%.dot | deps
 	$(Q)cp $< $(@D)/$*.dot && dot -Gmargin=0 -Tpdf $< -o $@
 
 TEXENV := TEXINPUTS=.:../../docs//:../results//:../fig//: BIBINPUTS=../../docs:
+# docs/litgrad.bib is among them: an edited entry rebuilds every PDF that cites (the
+# book, the companion, each stage's), and tools/texpdf reruns bibtex when the .bib changes.
 DOCS := $(wildcard docs/*.tex docs/*.bib)
 # tools/texpdf runs pdflatex (and bibtex) until the references are stable; it is given the
 # .tex files each document inputs, whose citations make its first bibliography.
@@ -574,7 +576,7 @@ build/results/solution-%-patch.tex: solutions/%.patch tools/solution-patch-show 
 	$(Q)if cmp -s $@ $(@:-patch.tex=-whole.tex); then rm -f $(@:-patch.tex=-whole.tex); fi
 build/results/solution-%-result.txt: solutions/%.patch $$(wildcard solutions/results/%.txt) tools/solution-outcome
 	@test -f solutions/results/$*.txt || { echo "solutions/$*.patch has no checked result:" \
-	  "run make check-solutions SOLUTION=$* UPDATE=1" >&2; exit 1; }
+	  "run make check-solutions UPDATE=1 SOLUTION=$*" >&2; exit 1; }
 	$(Q)mkdir -p $(@D)
 	$(Q)tools/solution-outcome solutions/results/$*.txt > $@
 # Under a solution in the book, the verdict: what make check-solutions saw without the
